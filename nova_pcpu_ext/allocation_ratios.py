@@ -1,0 +1,163 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Resource tracker mixin ``allocation_ratios`` (Nova bug 1789654).
+
+One rule decides the allocation ratio of ``VCPU``, ``MEMORY_MB`` and
+``DISK_GB`` (see :func:`effective_ratio`), and it is applied to the
+placement inventory and to the ComputeNode on every resource update, so
+``0.0``, unset or stale ratios never reach either and the two never drift.
+``PCPU`` always gets 1.0.
+"""
+
+import math
+
+import nova.conf
+import os_resource_classes as orc
+from oslo_log import log as logging
+
+from nova_pcpu_ext import exception
+from nova_pcpu_ext import plugins
+
+CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
+
+#: (resource class, option stem, built-in default): the option stem names
+#: ``[DEFAULT] <stem>_allocation_ratio``, its ``initial_`` form and the
+#: ComputeNode field.
+RATIOS = (
+    (orc.VCPU, 'cpu', 4.0),
+    (orc.MEMORY_MB, 'ram', 1.0),
+    (orc.DISK_GB, 'disk', 1.0),
+)
+
+
+def _usable(ratio):
+    return ratio is not None and math.isfinite(ratio) and ratio > 0
+
+
+def effective_ratio(configured, initial, default, held=None):
+    """The allocation ratio to report.
+
+    :param configured: ``[DEFAULT] <stem>_allocation_ratio``.
+    :param initial: ``[DEFAULT] initial_<stem>_allocation_ratio``.
+    :param default: the built-in default.
+    :param held: the ratio placement holds, when ratios are managed there.
+    :returns: the first of configured, held and initial that is a positive
+        finite number, else the default.
+    """
+    for ratio in (configured, held, initial):
+        if _usable(ratio):
+            return float(ratio)
+    return default
+
+
+def _ratios_held(provider_tree, nodename):
+    return {rc: inv.get('allocation_ratio') for rc, inv in
+            provider_tree.data(nodename).inventory.items()}
+
+
+class _RatioEnforcingDriver(object):
+    """The resource tracker's view of the virt driver.
+
+    Every attribute is the driver's own, but ``update_provider_tree`` also
+    applies the ratio rule to what the driver reported.
+    """
+
+    def __init__(self, driver, enforce):
+        self._driver = driver
+        self._enforce = enforce
+
+    def __getattr__(self, name):
+        return getattr(self._driver, name)
+
+    def update_provider_tree(self, provider_tree, nodename,
+                             allocations=None):
+        held = _ratios_held(provider_tree, nodename)
+        self._driver.update_provider_tree(provider_tree, nodename,
+                                          allocations=allocations)
+        self._enforce(provider_tree, nodename, held)
+
+
+class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
+    """Allocation ratios from config with sane defaults."""
+
+    nova_symbols = (
+        ('nova.compute.resource_tracker:ResourceTracker._copy_resources',
+         ('self', 'compute_node', 'resources', 'initial')),
+        ('nova.compute.resource_tracker:ResourceTracker._update_to_placement',
+         ('self', 'context', 'compute_node', 'startup')),
+        ('nova.virt.driver:ComputeDriver.update_provider_tree',
+         ('self', 'provider_tree', 'nodename', 'allocations')),
+    )
+
+    @classmethod
+    def validate_config(cls, config):
+        for _rc, stem, _default in RATIOS:
+            for option in ('%s_allocation_ratio' % stem,
+                           'initial_%s_allocation_ratio' % stem):
+                ratio = getattr(config, option)
+                if ratio is not None and not math.isfinite(ratio):
+                    raise exception.InvalidConfig(
+                        '[DEFAULT] %s = %s is not a finite number: set a '
+                        'positive ratio such as 1.5, or leave it unset for '
+                        'the default.' % (option, ratio))
+                if ratio == 0.0:
+                    LOG.warning('[DEFAULT] %s = 0.0 means unset: the '
+                                'default applies.', option)
+
+    def __init__(self, host, driver, reportclient=None):
+        super().__init__(host, driver, reportclient=reportclient)
+        self.driver = _RatioEnforcingDriver(driver, self._enforce_ratios)
+        # nodename -> {resource class: ratio} last sent to placement
+        self._placement_ratios = {}
+
+    def _ratios(self, held):
+        managed = CONF.pcpu_ext.placement_managed_ratios
+        return {rc: effective_ratio(
+                    getattr(CONF, '%s_allocation_ratio' % stem),
+                    getattr(CONF, 'initial_%s_allocation_ratio' % stem),
+                    default, held.get(rc) if managed else None)
+                for rc, stem, default in RATIOS}
+
+    def _enforce_ratios(self, provider_tree, nodename, held):
+        ratios = self._ratios(held)
+        root_uuid = provider_tree.data(nodename).uuid
+        for uuid in provider_tree.get_provider_uuids(nodename):
+            wanted = dict(ratios) if uuid == root_uuid else {}
+            wanted[orc.PCPU] = 1.0
+            inventory = provider_tree.data(uuid).inventory
+            stale = [rc for rc, ratio in wanted.items() if rc in inventory
+                     and inventory[rc].get('allocation_ratio') != ratio]
+            for rc in stale:
+                inventory[rc]['allocation_ratio'] = wanted[rc]
+            if stale:
+                provider_tree.update_inventory(uuid, inventory)
+        self._placement_ratios[nodename] = ratios
+
+    def _set_compute_node_ratios(self, compute_node, ratios):
+        for rc, stem, _default in RATIOS:
+            setattr(compute_node, '%s_allocation_ratio' % stem, ratios[rc])
+
+    def _copy_resources(self, compute_node, resources, initial=False):
+        super()._copy_resources(compute_node, resources, initial=initial)
+        nodename = resources['hypervisor_hostname']
+        self._set_compute_node_ratios(compute_node, self._ratios(
+            self._placement_ratios.get(nodename, {})))
+
+    def _update_to_placement(self, context, compute_node, startup):
+        super()._update_to_placement(context, compute_node, startup)
+        # The ComputeNode follows what was just sent to placement, so the
+        # NUMA filter and weighers see the same capacity as placement.
+        ratios = self._placement_ratios.get(compute_node.hypervisor_hostname)
+        if ratios:
+            self._set_compute_node_ratios(compute_node, ratios)

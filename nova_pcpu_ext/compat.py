@@ -1,0 +1,82 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Feature detection of the Nova symbols nova-pcpu-ext hooks.
+
+Nova has no plugin interface for what we change, so before touching a
+class we check that each symbol exists with the shape we rely on, and stop
+the service with a message naming the Nova version and the missing piece
+when it does not.
+"""
+
+import importlib
+import inspect
+
+SUPPORTED = 'Nova 29 (2024.1) to 34 (2026.2)'
+
+
+def _nova_version():
+    try:
+        from nova import version
+        return version.version_string()
+    except Exception:  # noqa: broad on purpose, only for the message
+        return 'unknown'
+
+
+def _fail(symbol, problem):
+    from nova_pcpu_ext import exception
+    raise exception.IncompatibleNova(
+        'nova-pcpu-ext cannot hook Nova %s: %s %s. Supported: %s. Disable '
+        'the plugin that needs it in [pcpu_ext] or install a supported '
+        'Nova.' % (_nova_version(), symbol, problem, SUPPORTED))
+
+
+def resolve(symbol):
+    """Return the object named ``module:attr.attr``, or None if missing."""
+    module_name, _, path = symbol.partition(':')
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    for attr in path.split('.') if path else ():
+        obj = getattr(obj, attr, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def require(symbol, params=None):
+    """Check that ``symbol`` exists with the expected parameters.
+
+    If ``params`` is given, the symbol must be callable and its leading
+    parameters must have exactly these names.
+
+    :returns: the resolved object.
+    :raises IncompatibleNova: with a message an operator can act on.
+    """
+    obj = resolve(symbol)
+    if obj is None:
+        _fail(symbol, 'is missing')
+    if params is not None:
+        if not callable(obj):
+            _fail(symbol, 'is not callable')
+        actual = tuple(inspect.signature(obj).parameters)[:len(params)]
+        if actual != tuple(params):
+            _fail(symbol, 'takes (%s), expected (%s)' % (
+                ', '.join(actual), ', '.join(params)))
+    return obj
+
+
+def require_all(symbols):
+    """Check every ``(symbol, params)`` pair; see :func:`require`."""
+    for symbol, params in symbols:
+        require(symbol, params)

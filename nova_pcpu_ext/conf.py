@@ -1,0 +1,159 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ``[pcpu_ext]`` option group: every option of nova-pcpu-ext."""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'pcpu_ext',
+    title='nova-pcpu-ext options',
+    help="""
+Options of the nova-pcpu-ext plugin set. The plugins are switched on by
+``[filter_scheduler] available_filters = nova_pcpu_ext.scheduler.activate``
+on scheduler hosts and by running ``nova-pcpu-ext-compute`` instead of
+``nova-compute`` on compute hosts; these options choose what is activated.
+""")
+
+plugin_opts = [
+    cfg.ListOpt(
+        'request_filters',
+        default=['isolate_vcpu_fallback'],
+        help="""
+Request filters the scheduler consults for every placement query.
+
+Names of entry points in the ``nova_pcpu_ext.request_filters`` namespace,
+applied in the order given. An empty list leaves Nova's placement queries
+untouched. An unknown name stops nova-scheduler at startup.
+
+Related options:
+
+* ``isolate_fallback_mode``
+"""),
+    cfg.ListOpt(
+        'resource_tracker_mixins',
+        default=['allocation_ratios'],
+        help="""
+Mixins composed into Nova's resource tracker in nova-compute.
+
+Names of entry points in the ``nova_pcpu_ext.resource_tracker`` namespace;
+the first name is outermost in the method resolution order. An empty list
+leaves Nova's resource tracker untouched. An unknown name stops nova-compute
+at startup.
+"""),
+    cfg.StrOpt(
+        'report_client',
+        default='',
+        help="""
+Report client wrapper nova-compute uses to talk to placement.
+
+Name of an entry point in the ``nova_pcpu_ext.report_client`` namespace, or
+an empty value to keep Nova's own report client. An unknown name stops
+nova-compute at startup.
+"""),
+]
+
+request_filter_opts = [
+    cfg.StrOpt(
+        'isolate_fallback_mode',
+        default='drop',
+        choices=[
+            ('drop', 'Do not make the VCPU fallback query for requests that '
+                     'forbid HW_CPU_HYPERTHREADING.'),
+            ('forbid_trait', 'Make the VCPU fallback query, but forbid '
+                             'HW_CPU_HYPERTHREADING in it too, so legacy '
+                             '(vcpu_pin_set) hosts without hyperthreads stay '
+                             'eligible.'),
+        ],
+        help="""
+What the ``isolate_vcpu_fallback`` request filter does with the VCPU
+fallback query of a request that forbids the ``HW_CPU_HYPERTHREADING`` trait
+(``hw:cpu_thread_policy=isolate`` or ``trait:HW_CPU_HYPERTHREADING=
+forbidden``).
+
+Nova asks placement for ``PCPU`` first and, for pinned requests, a second
+time for ``VCPU`` so that hosts still configured with ``vcpu_pin_set`` can
+be used. That second query does not carry the forbidden trait, so a
+hyperthreaded host configured with ``[compute] cpu_dedicated_set`` can be
+chosen for an instance that must not run on hyperthreads (Nova bug 1889633).
+
+Use ``drop`` once no legacy host should take ``isolate`` instances; use
+``forbid_trait`` while legacy hosts without hyperthreads still must.
+
+Related options:
+
+* ``request_filters`` must contain ``isolate_vcpu_fallback``.
+* ``[workarounds] disable_fallback_pcpu_query``: when set, Nova makes no
+  fallback query at all and this option has no effect.
+"""),
+]
+
+
+allocation_ratio_opts = [
+    cfg.BoolOpt(
+        'placement_managed_ratios',
+        default=False,
+        help="""
+Whether allocation ratios are managed in placement for ratios left unset.
+
+With the ``allocation_ratios`` resource tracker mixin, the allocation ratio
+of ``VCPU``, ``MEMORY_MB`` and ``DISK_GB`` is, on every resource update:
+
+#. ``[DEFAULT] <cpu|ram|disk>_allocation_ratio`` if it is positive;
+#. otherwise, when this option is on, the ratio placement already holds,
+   if positive, so that ratios set through the placement API survive and
+   reach the ComputeNode;
+#. otherwise ``[DEFAULT] initial_<cpu|ram|disk>_allocation_ratio`` if
+   positive;
+#. otherwise 4.0 for ``VCPU`` and 1.0 for ``MEMORY_MB`` and ``DISK_GB``.
+
+``0.0`` means unset. With this option off, unsetting a ratio goes back to
+the default. ``PCPU`` always has the ratio 1.0.
+
+Related options:
+
+* ``[DEFAULT] cpu_allocation_ratio``, ``ram_allocation_ratio``,
+  ``disk_allocation_ratio`` and their ``initial_*`` forms.
+* ``resource_tracker_mixins`` must contain ``allocation_ratios``.
+"""),
+]
+
+ALL_OPTS = (plugin_opts + request_filter_opts + allocation_ratio_opts)
+
+
+def register_opts(conf):
+    conf.register_group(GROUP)
+    conf.register_opts(ALL_OPTS, group=GROUP)
+
+
+def validate(conf):
+    """Read every ``[pcpu_ext]`` option once.
+
+    A bad value then stops the service at startup instead of failing the
+    first request that reads it.
+    """
+    from nova_pcpu_ext import exception
+    for opt in ALL_OPTS:
+        try:
+            getattr(conf.pcpu_ext, opt.dest)
+        except ValueError as error:
+            raise exception.InvalidConfig('[pcpu_ext] %s: %s' % (
+                opt.name, error))
+
+
+def list_opts():
+    """Options for oslo-config-generator and the documentation."""
+    return [(GROUP, ALL_OPTS)]
+
+
+register_opts(cfg.CONF)
+CONF = cfg.CONF

@@ -1,0 +1,97 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Request filter ``isolate_vcpu_fallback`` (Nova bug 1889633).
+
+A request that forbids ``HW_CPU_HYPERTHREADING`` asks placement for
+``PCPU`` without hyperthreaded hosts; Nova's VCPU fallback query then asks
+again without the forbidden trait, and a hyperthreaded host configured with
+``cpu_dedicated_set`` can be picked for an instance that must not run on
+hyperthreads. This filter drops that fallback query (``drop``) or makes it
+forbid the trait too (``forbid_trait``).
+"""
+
+import re
+
+import nova.conf
+from nova import objects
+from nova.objects import fields
+from nova.virt import hardware
+import os_traits
+from oslo_log import log as logging
+
+from nova_pcpu_ext import plugins
+
+CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
+
+HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
+_TRAIT_KEY = re.compile(r'^trait[a-zA-Z0-9_-]*:%s$' % HYPERTHREADING)
+
+
+def forbids_hyperthreading(spec_obj):
+    """Whether the flavor or image of the request forbids hyperthreads.
+
+    Either through the ``isolate`` CPU thread policy (flavor extra spec or
+    image property) or an explicit ``trait[$S]:HW_CPU_HYPERTHREADING=
+    forbidden`` flavor extra spec.
+    """
+    flavor = spec_obj.flavor
+    if 'image' in spec_obj and spec_obj.image:
+        image = spec_obj.image
+    else:
+        image = objects.ImageMeta(properties=objects.ImageMetaProps())
+    if (hardware.get_cpu_thread_policy_constraint(flavor, image) ==
+            fields.CPUThreadAllocationPolicy.ISOLATE):
+        return True
+    return any(_TRAIT_KEY.match(key) and value == 'forbidden'
+               for key, value in flavor.get('extra_specs', {}).items())
+
+
+class IsolateVcpuFallbackFilter(plugins.RequestFilter):
+    """No VCPU fallback for requests that forbid hyperthreads."""
+
+    nova_symbols = (
+        ('nova.virt.hardware:get_cpu_thread_policy_constraint',
+         ('flavor', 'image_meta')),
+        ('nova.objects.request_spec:RequestGroup.add_trait',
+         ('self', 'trait_name', 'trait_type')),
+    )
+
+    def allow_fallback(self, context, spec_obj, resources):
+        mode = CONF.pcpu_ext.isolate_fallback_mode
+        if mode != 'drop' or not forbids_hyperthreading(spec_obj):
+            return True
+        LOG.info('Request %(request)s for instance %(instance)s forbids '
+                 '%(trait)s: not making the VCPU fallback placement query '
+                 '([pcpu_ext] isolate_fallback_mode = drop), so only hosts '
+                 'reporting PCPU without hyperthreads are candidates.',
+                 {'request': getattr(context, 'request_id', None),
+                  'instance': spec_obj.instance_uuid,
+                  'trait': HYPERTHREADING})
+        return False
+
+    def fallback_request(self, context, spec_obj, resources):
+        mode = CONF.pcpu_ext.isolate_fallback_mode
+        if mode != 'forbid_trait' or not forbids_hyperthreading(spec_obj):
+            return resources
+        # NOTE: the unsuffixed group is built afresh for every query, unlike
+        # the root traits, which alias the RequestSpec's sets.
+        resources.get_request_group(None).add_trait(
+            HYPERTHREADING, 'forbidden')
+        LOG.info('Request %(request)s for instance %(instance)s forbids '
+                 '%(trait)s: the VCPU fallback placement query forbids it '
+                 'too ([pcpu_ext] isolate_fallback_mode = forbid_trait).',
+                 {'request': getattr(context, 'request_id', None),
+                  'instance': spec_obj.instance_uuid,
+                  'trait': HYPERTHREADING})
+        return resources

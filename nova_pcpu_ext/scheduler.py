@@ -1,0 +1,98 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Activation of the scheduler plugins.
+
+Enable in the scheduler's nova.conf, beside Nova's own filters::
+
+    [filter_scheduler]
+    available_filters = nova.scheduler.filters.all_filters
+    available_filters = nova_pcpu_ext.scheduler.activate
+
+Nova calls :func:`activate` from ``HostManager.__init__``, after the
+configuration is parsed and before the scheduler takes requests.
+"""
+
+import functools
+
+import nova.conf
+from oslo_log import log as logging
+
+from nova_pcpu_ext import activation
+from nova_pcpu_ext import compat
+from nova_pcpu_ext import plugins
+
+CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
+
+# NOTE: SchedulerManager.select_destinations looks this function up through
+# its module on every request (Train to 2026.2), calling it once with
+# enable_pinning_translate=True and, when ResourceRequest.
+# cpu_pinning_requested is set, once more with False for the VCPU fallback.
+NOVA_SYMBOLS = (
+    ('nova.scheduler.utils:resources_from_request_spec',
+     ('ctxt', 'spec_obj', 'host_manager', 'enable_pinning_translate')),
+    ('nova.scheduler.utils:ResourceRequest.get_request_group',
+     ('self', 'ident')),
+    ('nova.scheduler.manager:SchedulerManager.select_destinations', None),
+)
+
+
+def _with_request_filters(stock, request_filters):
+    @functools.wraps(stock)
+    def resources_from_request_spec(ctxt, spec_obj, host_manager,
+                                    enable_pinning_translate=True):
+        resources = stock(ctxt, spec_obj, host_manager,
+                          enable_pinning_translate=enable_pinning_translate)
+        if not enable_pinning_translate:
+            for request_filter in request_filters:
+                resources = request_filter.fallback_request(
+                    ctxt, spec_obj, resources)
+        elif (resources.cpu_pinning_requested and
+                not CONF.workarounds.disable_fallback_pcpu_query):
+            # cpu_pinning_requested only tells the scheduler to make the
+            # fallback query; it is read nowhere else.
+            resources.cpu_pinning_requested = all(
+                f.allow_fallback(ctxt, spec_obj, resources)
+                for f in request_filters)
+        return resources
+    return resources_from_request_spec
+
+
+def activate():
+    """Activate the scheduler plugins; return our host filter classes.
+
+    Idempotent. Raises a :class:`~nova_pcpu_ext.exception.PcpuExtError`
+    subclass on bad configuration or an unsupported Nova.
+    """
+    from nova.scheduler import utils
+
+    with activation._lock:
+        if activation.is_patched(utils, 'resources_from_request_spec'):
+            return []
+        request_filters = plugins.load_request_filters()
+        if not request_filters:
+            return []
+        compat.require_all(NOVA_SYMBOLS)
+        for request_filter in request_filters:
+            compat.require_all(request_filter.nova_symbols)
+        activation.patch(
+            utils, 'resources_from_request_spec',
+            _with_request_filters(utils.resources_from_request_spec,
+                                  request_filters))
+    return []
+
+
+def main():
+    """``nova-pcpu-ext-scheduler``: nova-scheduler with the plugins on."""
+    from nova.cmd import scheduler as nova_scheduler
+    activation.run_nova_service(nova_scheduler, activate)

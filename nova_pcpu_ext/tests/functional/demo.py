@@ -1,0 +1,164 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The embedded demo: each plugin's effect, stock Nova vs the extension.
+
+Every scenario runs twice on a fresh in-process Nova (API, conductor,
+scheduler, compute over fakelibvirt) and real placement: once as stock
+Nova, once with nova-pcpu-ext activated. Run with ``tox -e demo``.
+"""
+
+from nova_pcpu_ext.tests.functional import base  # isort:skip
+
+import logging
+import sys
+import time
+import unittest
+
+from nova import context as nova_context
+from nova import objects
+
+ROWS = []
+
+
+class _Scenario(base.ExtensionTestBase):
+    """A scenario records one table row instead of asserting."""
+
+    variant = None
+    strip_mitigation = False
+
+    def setUp(self):
+        super().setUp()
+        if self.strip_mitigation:
+            self.useFixture(base.StripIsolateMitigation())
+
+    def record(self, **result):
+        ROWS.append((self.title, self.variant, result))
+
+    def settle(self, extra_spec):
+        """Boot a server and wait for ACTIVE or ERROR."""
+        flavor_id = self._create_flavor(vcpu=1, extra_spec=extra_spec)
+        server = self.api.post_server(
+            {'server': self._build_server(flavor_id=flavor_id)})
+        for _ in range(100):
+            server = self.api.get_server(server['id'])
+            if server['status'] in ('ACTIVE', 'ERROR'):
+                return server
+            time.sleep(0.1)
+        return server
+
+    def ratios(self, rp_uuid):
+        inventory = self._get_provider_inventory(rp_uuid)
+        node = objects.ComputeNode.get_by_nodename(
+            nova_context.get_admin_context(), 'compute1')
+        return inventory['VCPU']['allocation_ratio'], \
+            node.cpu_allocation_ratio
+
+
+class IsolateOnHyperthreadedHost(_Scenario):
+    title = 'isolate flavor, only host hyperthreaded (bug 1889633)'
+
+    def test(self):
+        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
+                                  dedicated='0-1', shared='2-3')
+        server = self.settle(base.ISOLATE)
+        usages = self.usages(rp_uuid)
+        self.record(
+            outcome=server['status'],
+            consumed=', '.join('%s=%s' % (rc, usages[rc]) for rc in
+                               ('PCPU', 'VCPU') if rc in usages) or '-',
+            placement_queries=len(self.placement_queries))
+
+
+class UnsetRatio(_Scenario):
+    title = 'cpu_allocation_ratio 2.0, then unset (bug 1789654)'
+
+    def test(self):
+        self.flags(cpu_allocation_ratio=2.0)
+        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
+                                  dedicated='0-1', shared='2-3')
+        self.flags(cpu_allocation_ratio=None)
+        self.computes['compute1'] = self.restart_compute_service('compute1')
+        placement, node = self.ratios(rp_uuid)
+        self.record(placement_vcpu_ratio=placement,
+                    compute_node_ratio=node)
+
+
+class InitialZeroRatio(_Scenario):
+    title = 'initial_cpu_allocation_ratio = 0.0 on a new node'
+
+    def test(self):
+        self.flags(initial_cpu_allocation_ratio=0.0)
+        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
+                                  dedicated='0-1', shared='2-3')
+        placement, node = self.ratios(rp_uuid)
+        self.record(placement_vcpu_ratio=placement,
+                    compute_node_ratio=node)
+
+
+#: (scenario, [(variant label, extension on, strip Nova's late check)])
+SCENARIOS = [
+    (IsolateOnHyperthreadedHost, [
+        ('stock, late check stripped', False, True),
+        ('stock Nova', False, False),
+        ('nova-pcpu-ext', True, True),
+    ]),
+    (UnsetRatio, [('stock Nova', False, False),
+                  ('nova-pcpu-ext', True, False)]),
+    (InitialZeroRatio, [('stock Nova', False, False),
+                        ('nova-pcpu-ext', True, False)]),
+]
+
+
+def _run(scenario, variant, extension, strip):
+    case = type(scenario.__name__, (scenario,), {
+        'variant': variant, 'extension': extension,
+        'strip_mitigation': strip})('test')
+    result = unittest.TestResult()
+    case.run(result)
+    for _test, trace in result.errors + result.failures:
+        print(trace, file=sys.stderr)
+    return result.wasSuccessful()
+
+
+def _table(rows):
+    header = ('scenario', 'nova', 'result')
+    lines = [(title, variant, ', '.join(
+        '%s: %s' % (key.replace('_', ' '), value)
+        for key, value in result.items())) for title, variant, result in rows]
+    widths = [max(len(row[i]) for row in [header] + lines)
+              for i in range(3)]
+    rule = '-+-'.join('-' * w for w in widths)
+    out = [rule, ' | '.join(h.ljust(w) for h, w in zip(header, widths)),
+           rule]
+    previous = None
+    for row in lines:
+        if previous is not None and row[0] != previous:
+            out.append(rule)
+        cells = ('' if row[0] == previous else row[0],) + row[1:]
+        out.append(' | '.join(c.ljust(w) for c, w in zip(cells, widths)))
+        previous = row[0]
+    out.append(rule)
+    return '\n'.join(out)
+
+
+def main():
+    # Nova's services log plenty while they stop; the table is the output.
+    logging.disable(logging.WARNING)
+    ok = all([_run(scenario, *variant)
+              for scenario, variants in SCENARIOS for variant in variants])
+    print(_table(ROWS))
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

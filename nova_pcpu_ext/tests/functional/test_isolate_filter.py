@@ -1,0 +1,153 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Request filter ``isolate_vcpu_fallback`` against real Nova (bug 1889633).
+"""
+
+from nova_pcpu_ext.tests.functional import base  # isort:skip
+
+from nova_pcpu_ext.tests.functional.base import DEDICATED
+from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
+from nova_pcpu_ext.tests.functional.base import ISOLATE
+from nova_pcpu_ext.tests.functional.base import NO_HYPERTHREADS
+
+FORBIDS_HT = 'required=%21HW_CPU_HYPERTHREADING'
+
+
+class _IsolateTestBase(base.ExtensionTestBase):
+
+    def start_new_style_host(self, hostname, topology=HYPERTHREADED):
+        return self.start_host(hostname, topology, dedicated='0-1',
+                               shared='2-3')
+
+    def start_legacy_host(self, hostname, topology):
+        return self.start_host(hostname, topology, vcpu_pin_set='0-3')
+
+
+class StockNovaTest(_IsolateTestBase):
+    extension = False
+
+    def test_bug_1889633_isolate_instance_consumes_vcpu(self):
+        """The fallback query puts an isolate instance on a hyperthreaded host.
+
+        Without the extension and without Nova's late check in hardware.py.
+        """
+        self.useFixture(base.StripIsolateMitigation())
+        rp_uuid = self.start_new_style_host('compute1')
+
+        self.boot(ISOLATE)
+
+        self.assertEqual(2, len(self.placement_queries))
+        self.assertIn(FORBIDS_HT, self.placement_queries[0])
+        self.assertNotIn(FORBIDS_HT, self.placement_queries[1])
+        self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(rp_uuid))
+
+
+class DropModeTest(_IsolateTestBase):
+
+    def test_isolate_instance_rejected_on_hyperthreaded_host(self):
+        self.useFixture(base.StripIsolateMitigation())
+        rp_uuid = self.start_new_style_host('compute1')
+
+        server = self.boot(ISOLATE, expected_state='ERROR')
+
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertEqual({}, self.usages(rp_uuid))
+        self.assertEqual(1, len(self.placement_queries))
+        self.assertIn(FORBIDS_HT, self.placement_queries[0])
+        self.assertIn('forbids HW_CPU_HYPERTHREADING: not making the VCPU '
+                      'fallback placement query', self.stdlog.logger.output)
+
+    def test_explicit_forbidden_trait_drops_fallback(self):
+        self.useFixture(base.StripIsolateMitigation())
+        rp_uuid = self.start_new_style_host('compute1')
+
+        self.boot(dict(DEDICATED, **{
+            'trait:HW_CPU_HYPERTHREADING': 'forbidden'}),
+            expected_state='ERROR')
+
+        self.assertEqual(1, len(self.placement_queries))
+        self.assertEqual({}, self.usages(rp_uuid))
+
+    def test_mixed_cloud_isolate_lands_on_host_without_hyperthreads(self):
+        ht_rp = self.start_new_style_host('compute1')
+        no_ht_rp = self.start_new_style_host('compute2', NO_HYPERTHREADS)
+
+        for _ in range(2):
+            server = self.boot(ISOLATE)
+            self.assertEqual('compute2',
+                             server['OS-EXT-SRV-ATTR:host'])
+
+        self.assertEqual({}, self.usages(ht_rp))
+        self.assertEqual({'PCPU': 2, 'MEMORY_MB': 4096, 'DISK_GB': 40},
+                         self.usages(no_ht_rp))
+
+    def test_dedicated_without_thread_policy_keeps_fallback(self):
+        rp_uuid = self.start_legacy_host('compute1', HYPERTHREADED)
+
+        self.boot(DEDICATED)
+
+        self.assertEqual(2, len(self.placement_queries))
+        self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(rp_uuid))
+
+    def test_unpinned_makes_one_query(self):
+        rp_uuid = self.start_new_style_host('compute1')
+
+        self.boot({})
+
+        self.assertEqual(1, len(self.placement_queries))
+        self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(rp_uuid))
+
+    def test_workaround_set_changes_nothing(self):
+        self.flags(disable_fallback_pcpu_query=True, group='workarounds')
+        self.start_new_style_host('compute1')
+
+        self.boot(ISOLATE, expected_state='ERROR')
+
+        self.assertEqual(1, len(self.placement_queries))
+        self.assertNotIn('isolate_fallback_mode', self.stdlog.logger.output)
+
+
+class ForbidTraitModeTest(_IsolateTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(isolate_fallback_mode='forbid_trait', group='pcpu_ext')
+
+    def test_legacy_host_without_hyperthreads_takes_isolate(self):
+        self.useFixture(base.StripIsolateMitigation())
+        ht_rp = self.start_new_style_host('compute1')
+        legacy_rp = self.start_legacy_host('compute2', NO_HYPERTHREADS)
+
+        for _ in range(2):
+            server = self.boot(ISOLATE)
+            self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
+
+        self.assertEqual({}, self.usages(ht_rp))
+        self.assertEqual({'VCPU': 2, 'MEMORY_MB': 4096, 'DISK_GB': 40},
+                         self.usages(legacy_rp))
+        self.assertEqual(4, len(self.placement_queries))
+        for query in self.placement_queries:
+            self.assertIn(FORBIDS_HT, query)
+
+    def test_hyperthreaded_legacy_host_never_takes_isolate(self):
+        rp_uuid = self.start_legacy_host('compute1', HYPERTHREADED)
+
+        self.boot(ISOLATE, expected_state='ERROR')
+
+        self.assertEqual({}, self.usages(rp_uuid))
+        self.assertEqual(2, len(self.placement_queries))
+        for query in self.placement_queries:
+            self.assertIn(FORBIDS_HT, query)

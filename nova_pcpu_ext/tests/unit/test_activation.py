@@ -1,0 +1,139 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import types
+
+import fixtures
+from nova.compute import resource_tracker
+from nova.scheduler import utils as scheduler_utils
+
+from nova_pcpu_ext import activation
+from nova_pcpu_ext import allocation_ratios
+from nova_pcpu_ext import compute
+from nova_pcpu_ext import exception
+from nova_pcpu_ext import scheduler
+from nova_pcpu_ext.tests.unit import base
+
+
+class SchedulerActivationTest(base.TestCase):
+
+    def test_returns_no_host_filters(self):
+        self.assertEqual([], scheduler.activate())
+
+    def test_idempotent_and_reversible(self):
+        stock = scheduler_utils.resources_from_request_spec
+
+        scheduler.activate()
+        patched = scheduler_utils.resources_from_request_spec
+        scheduler.activate()
+
+        self.assertIsNot(stock, patched)
+        self.assertIs(patched, scheduler_utils.resources_from_request_spec)
+        self.assertIs(stock, patched.__wrapped__)
+        activation.deactivate()
+        self.assertIs(stock, scheduler_utils.resources_from_request_spec)
+
+    def test_no_request_filters_changes_nothing(self):
+        self.flags(request_filters=[])
+        stock = scheduler_utils.resources_from_request_spec
+        scheduler.activate()
+        self.assertIs(stock, scheduler_utils.resources_from_request_spec)
+
+    def test_missing_nova_symbol(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.utils.resources_from_request_spec',
+            fixtures.MonkeyPatch.delete))
+        error = self.assertRaises(exception.IncompatibleNova,
+                                  scheduler.activate)
+        self.assertIn('nova-pcpu-ext cannot hook Nova ', str(error))
+        self.assertIn('nova.scheduler.utils:resources_from_request_spec is '
+                      'missing', str(error))
+        self.assertIn('Supported: Nova 29 (2024.1) to 34 (2026.2)',
+                      str(error))
+
+    def test_changed_signature(self):
+        def resources_from_request_spec(ctxt, spec_obj, host_manager):
+            pass
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.utils.resources_from_request_spec',
+            resources_from_request_spec))
+        error = self.assertRaises(exception.IncompatibleNova,
+                                  scheduler.activate)
+        self.assertIn('takes (ctxt, spec_obj, host_manager), expected '
+                      '(ctxt, spec_obj, host_manager, '
+                      'enable_pinning_translate)', str(error))
+        self.assertFalse(activation.is_patched(
+            scheduler_utils, 'resources_from_request_spec'))
+
+
+class ComputeActivationTest(base.TestCase):
+
+    def test_idempotent_and_reversible(self):
+        stock = resource_tracker.ResourceTracker
+
+        compute.activate()
+        composed = resource_tracker.ResourceTracker
+        compute.activate()
+
+        self.assertIs(composed, resource_tracker.ResourceTracker)
+        self.assertEqual(
+            (composed, allocation_ratios.AllocationRatiosMixin),
+            composed.__mro__[:2])
+        self.assertTrue(issubclass(composed, stock))
+        activation.deactivate()
+        self.assertIs(stock, resource_tracker.ResourceTracker)
+
+    def test_method_missing_leaves_nova_untouched(self):
+        stock = resource_tracker.ResourceTracker
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.compute.resource_tracker.ResourceTracker.'
+            '_update_to_placement', fixtures.MonkeyPatch.delete))
+        error = self.assertRaises(exception.IncompatibleNova,
+                                  compute.activate)
+        self.assertIn('ResourceTracker._update_to_placement is missing',
+                      str(error))
+        self.assertIs(stock, resource_tracker.ResourceTracker)
+
+    def test_unknown_plugin(self):
+        self.flags(resource_tracker_mixins=['allocation_ratio'])
+        error = self.assertRaises(exception.PluginNotFound, compute.activate)
+        self.assertIn('installed in nova_pcpu_ext.resource_tracker: '
+                      'allocation_ratios', str(error))
+
+
+class RunNovaServiceTest(base.TestCase):
+    """The console scripts activate right after Nova parses nova.conf."""
+
+    def _nova_cmd(self, calls):
+        config = types.SimpleNamespace(
+            parse_args=lambda argv: calls.append('parse_args'))
+
+        def main():
+            config.parse_args(['nova-compute'])
+            calls.append('main')
+
+        return types.SimpleNamespace(config=config, main=main)
+
+    def test_activates_between_parse_and_service(self):
+        calls = []
+        activation.run_nova_service(self._nova_cmd(calls),
+                                    lambda: calls.append('activate'))
+        self.assertEqual(['parse_args', 'activate', 'main'], calls)
+
+    def test_activation_error_exits_with_message(self):
+        def activate():
+            raise exception.InvalidConfig('[DEFAULT] x = nan is bad')
+
+        error = self.assertRaises(SystemExit, activation.run_nova_service,
+                                  self._nova_cmd([]), activate)
+        self.assertEqual('nova-pcpu-ext: [DEFAULT] x = nan is bad',
+                         error.code)

@@ -1,0 +1,193 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import itertools
+
+import ddt
+from nova import objects
+from nova.scheduler import utils as scheduler_utils
+
+from nova_pcpu_ext import isolate_filter
+from nova_pcpu_ext import scheduler
+from nova_pcpu_ext.tests.unit import base
+
+HT = 'HW_CPU_HYPERTHREADING'
+
+objects.register_all()
+
+
+def request_spec(cpu_policy=None, thread_policy=None, image_thread=None,
+                 explicit_trait=None):
+    extra_specs = {}
+    if cpu_policy:
+        extra_specs['hw:cpu_policy'] = cpu_policy
+    if thread_policy:
+        extra_specs['hw:cpu_thread_policy'] = thread_policy
+    if explicit_trait:
+        extra_specs['trait:%s' % HT] = explicit_trait
+    props = {}
+    if image_thread:
+        props['hw_cpu_thread_policy'] = image_thread
+    spec = objects.RequestSpec(
+        flavor=objects.Flavor(vcpus=2, memory_mb=1024, root_gb=1,
+                              ephemeral_gb=0, swap=0,
+                              extra_specs=extra_specs),
+        image=objects.ImageMeta(properties=objects.ImageMetaProps(**props)),
+        instance_uuid='00000000-0000-0000-0000-000000000001',
+        requested_resources=[], is_bfv=False)
+    return spec
+
+
+def _valid(cpu_policy, thread_policy, image_thread, explicit_trait):
+    """Whether Nova's API accepts the combination.
+
+    Thread policies and explicit traits need pinning, and the image may not
+    contradict the flavor's thread policy.
+    """
+    threads = thread_policy or image_thread
+    if threads and cpu_policy != 'dedicated':
+        return False
+    if thread_policy and image_thread and thread_policy != image_thread:
+        return False
+    return not (explicit_trait and cpu_policy != 'dedicated')
+
+
+COMBINATIONS = [combo for combo in itertools.product(
+    (None, 'shared', 'dedicated'),
+    (None, 'prefer', 'require', 'isolate'),
+    (None, 'prefer', 'isolate'),
+    (None, 'required', 'forbidden')) if _valid(*combo)]
+
+
+@ddt.ddt
+class DecisionTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.filter = isolate_filter.IsolateVcpuFallbackFilter()
+
+    def primary(self, spec):
+        return scheduler_utils.ResourceRequest.from_request_spec(spec)
+
+    def fallback(self, spec):
+        return scheduler_utils.ResourceRequest.from_request_spec(
+            spec, enable_pinning_translate=False)
+
+    @ddt.data(*COMBINATIONS)
+    @ddt.unpack
+    def test_drop_mode(self, cpu_policy, thread, image_thread, trait):
+        spec = request_spec(cpu_policy, thread, image_thread, trait)
+        resources = self.primary(spec)
+        forbids = ('isolate' in (thread, image_thread) or
+                   trait == 'forbidden')
+
+        self.assertEqual(forbids, HT in resources.get_request_group(
+            None).forbidden_traits, 'Nova translates the request the same')
+        self.assertEqual(not forbids, self.filter.allow_fallback(
+            None, spec, resources))
+        query = self.fallback(spec).to_querystring()
+        self.assertEqual(query, self.filter.fallback_request(
+            None, spec, self.fallback(spec)).to_querystring())
+
+    @ddt.data(*COMBINATIONS)
+    @ddt.unpack
+    def test_forbid_trait_mode(self, cpu_policy, thread, image_thread,
+                               trait):
+        self.flags(isolate_fallback_mode='forbid_trait')
+        spec = request_spec(cpu_policy, thread, image_thread, trait)
+        forbids = ('isolate' in (thread, image_thread) or
+                   trait == 'forbidden')
+
+        self.assertTrue(self.filter.allow_fallback(
+            None, spec, self.primary(spec)))
+        fallback = self.filter.fallback_request(None, spec,
+                                                self.fallback(spec))
+        self.assertEqual(forbids, HT in fallback.get_request_group(
+            None).forbidden_traits)
+
+    def test_forbid_trait_leaves_request_spec_alone(self):
+        self.flags(isolate_fallback_mode='forbid_trait')
+        spec = request_spec('dedicated', 'isolate')
+        spec.request_level_params = objects.RequestLevelParams(
+            root_forbidden={'CUSTOM_OTHER'})
+
+        fallback = self.filter.fallback_request(None, spec,
+                                                self.fallback(spec))
+
+        self.assertEqual({'CUSTOM_OTHER'},
+                         spec.request_level_params.root_forbidden)
+        self.assertIn('required=%21' + HT, fallback.to_querystring())
+        self.assertIn('root_required=%21CUSTOM_OTHER',
+                      fallback.to_querystring())
+
+    def test_suffixed_explicit_trait(self):
+        spec = request_spec('dedicated')
+        spec.flavor.extra_specs['trait_numa0:%s' % HT] = 'forbidden'
+        self.assertTrue(isolate_filter.forbids_hyperthreading(spec))
+
+
+class RecordingFilter(object):
+
+    def __init__(self, allow):
+        self.allow = allow
+        self.calls = []
+
+    def allow_fallback(self, context, spec_obj, resources):
+        self.calls.append('allow_fallback')
+        return self.allow
+
+    def fallback_request(self, context, spec_obj, resources):
+        self.calls.append('fallback_request')
+        return resources
+
+
+class SchedulerHookTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.spec = request_spec('dedicated', 'isolate')
+
+    def hook(self, *filters):
+        def stock(ctxt, spec_obj, host_manager, enable_pinning_translate):
+            return scheduler_utils.ResourceRequest.from_request_spec(
+                spec_obj, enable_pinning_translate)
+        return scheduler._with_request_filters(stock, filters)
+
+    def test_fallback_kept_when_every_filter_allows(self):
+        filters = RecordingFilter(True), RecordingFilter(True)
+        resources = self.hook(*filters)(None, self.spec, None)
+        self.assertTrue(resources.cpu_pinning_requested)
+        self.assertEqual([['allow_fallback']] * 2, [f.calls for f in filters])
+
+    def test_fallback_dropped_when_a_filter_refuses(self):
+        refuse = RecordingFilter(False)
+        resources = self.hook(refuse)(None, self.spec, None)
+        self.assertFalse(resources.cpu_pinning_requested)
+
+    def test_fallback_query_goes_through_filters(self):
+        first, second = RecordingFilter(True), RecordingFilter(True)
+        self.hook(first, second)(None, self.spec, None,
+                                 enable_pinning_translate=False)
+        self.assertEqual(['fallback_request'], first.calls)
+        self.assertEqual(['fallback_request'], second.calls)
+
+    def test_workaround_means_filters_are_not_asked(self):
+        self.flags(group='workarounds', disable_fallback_pcpu_query=True)
+        refuse = RecordingFilter(False)
+        resources = self.hook(refuse)(None, self.spec, None)
+        self.assertTrue(resources.cpu_pinning_requested)
+        self.assertEqual([], refuse.calls)
+
+    def test_unpinned_request_not_asked(self):
+        refuse = RecordingFilter(False)
+        self.hook(refuse)(None, request_spec(), None)
+        self.assertEqual([], refuse.calls)
