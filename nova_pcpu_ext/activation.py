@@ -28,6 +28,16 @@ LOG = logging.getLogger(__name__)
 _lock = threading.RLock()
 # (owner, attribute name) -> original value, in the order applied.
 _originals = {}
+# Services ('scheduler', 'compute') whose activation has run.
+_active = set()
+
+
+def is_active(service):
+    return service in _active
+
+
+def mark_active(service):
+    _active.add(service)
 
 
 def is_patched(owner, name):
@@ -57,6 +67,7 @@ def deactivate():
         for (owner, name), value in reversed(list(_originals.items())):
             setattr(owner, name, value)
         _originals.clear()
+        _active.clear()
 
 
 def compose(stock, mixins):

@@ -76,6 +76,15 @@ def require(symbol, params=None):
     return obj
 
 
+def owner_and_name(symbol):
+    """The owner and attribute name of the last part of a symbol."""
+    module_name, _, path = symbol.partition(':')
+    owner_path, _, name = path.rpartition('.')
+    owner = require('%s:%s' % (module_name, owner_path) if owner_path
+                    else module_name)
+    return owner, name
+
+
 def require_all(symbols):
     """Check every ``(symbol, params)`` pair; see :func:`require`."""
     for symbol, params in symbols:

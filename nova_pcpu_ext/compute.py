@@ -14,21 +14,30 @@
 
 Run ``nova-pcpu-ext-compute`` instead of ``nova-compute``, with the same
 arguments. ``ComputeManager.__init__`` looks up
-``resource_tracker.ResourceTracker`` and ``report.SchedulerReportClient``
-when the service is created, so replacing them right after Nova parses its
-configuration takes effect for the whole service.
+``resource_tracker.ResourceTracker``, ``report.SchedulerReportClient`` and
+``ComputeVirtAPI`` when the service is created, so replacing them right
+after Nova parses its configuration takes effect for the whole service.
 """
 
 from nova_pcpu_ext import activation
 from nova_pcpu_ext import compat
 from nova_pcpu_ext import plugins
 
+RESOURCE_TRACKER = 'nova.compute.resource_tracker:ResourceTracker'
+REPORT_CLIENT = 'nova.scheduler.client.report:SchedulerReportClient'
+
 NOVA_SYMBOLS = (
     ('nova.compute.manager:ComputeManager', None),
-    ('nova.compute.resource_tracker:ResourceTracker',
-     ('host', 'driver', 'reportclient')),
-    ('nova.scheduler.client.report:SchedulerReportClient', None),
+    (RESOURCE_TRACKER, ('host', 'driver', 'reportclient')),
+    (REPORT_CLIENT, None),
 )
+
+
+def _mixins_by_class():
+    """``{'module:Class': [mixin, ...]}`` for the configured plugins."""
+    by_class = {RESOURCE_TRACKER: plugins.load_resource_tracker_mixins(),
+                REPORT_CLIENT: plugins.load_report_client_mixins()}
+    return {symbol: mixins for symbol, mixins in by_class.items() if mixins}
 
 
 def activate():
@@ -37,27 +46,25 @@ def activate():
     Idempotent. Raises a :class:`~nova_pcpu_ext.exception.PcpuExtError`
     subclass on bad configuration or an unsupported Nova.
     """
-    from nova.compute import resource_tracker
-    from nova.scheduler.client import report
-
     with activation._lock:
-        if (activation.is_patched(resource_tracker, 'ResourceTracker') or
-                activation.is_patched(report, 'SchedulerReportClient')):
+        if activation.is_active('compute'):
             return
-        rt_mixins = plugins.load_resource_tracker_mixins()
-        client_mixins = plugins.load_report_client_mixins()
-        if not (rt_mixins or client_mixins):
-            return
+        by_class = _mixins_by_class()
+        all_mixins = [m for mixins in by_class.values() for m in mixins]
         compat.require_all(NOVA_SYMBOLS)
-        for mixin in rt_mixins + client_mixins:
+        for mixin in all_mixins:
             compat.require_all(mixin.nova_symbols)
-        # Checked everything first: a failure leaves Nova untouched.
-        for owner, name, mixins in (
-                (resource_tracker, 'ResourceTracker', rt_mixins),
-                (report, 'SchedulerReportClient', client_mixins)):
-            if mixins:
-                activation.patch(owner, name, activation.compose(
-                    getattr(owner, name), mixins))
+        # Everything was checked first: a failure leaves Nova untouched.
+        # Wrappers go on Nova's own classes, before any subclass is made.
+        for mixin in all_mixins:
+            for symbol, wrap in mixin.method_wrappers.items():
+                owner, name = compat.owner_and_name(symbol)
+                activation.patch(owner, name, wrap(getattr(owner, name)))
+        for symbol, mixins in by_class.items():
+            owner, name = compat.owner_and_name(symbol)
+            activation.patch(owner, name, activation.compose(
+                getattr(owner, name), mixins))
+        activation.mark_active('compute')
 
 
 def main():

@@ -52,13 +52,33 @@ at startup.
 """),
     cfg.StrOpt(
         'report_client',
-        default='',
+        default='serialized',
         help="""
 Report client wrapper nova-compute uses to talk to placement.
 
 Name of an entry point in the ``nova_pcpu_ext.report_client`` namespace, or
 an empty value to keep Nova's own report client. An unknown name stops
 nova-compute at startup.
+"""),
+]
+
+report_client_opts = [
+    cfg.FloatOpt(
+        'provider_lock_warn_seconds',
+        default=5.0,
+        min=0.0,
+        help="""
+Log a warning when an operation of nova-compute waits longer than this for
+the lock of a provider tree, with the operation holding it.
+
+The ``serialized`` report client runs every read-modify-write of its cached
+provider trees (the resource tracker's update, compute status changes,
+cache invalidation) under one re-entrant lock per root provider. Long waits
+show contention, for example a slow placement.
+
+Related options:
+
+* ``report_client`` must be ``serialized``.
 """),
 ]
 
@@ -127,7 +147,8 @@ Related options:
 """),
 ]
 
-ALL_OPTS = (plugin_opts + request_filter_opts + allocation_ratio_opts)
+ALL_OPTS = (plugin_opts + request_filter_opts + allocation_ratio_opts +
+            report_client_opts)
 
 
 def register_opts(conf):

@@ -37,6 +37,11 @@ class Plugin(abc.ABC):
     #: :func:`nova_pcpu_ext.compat.require`; checked before activation.
     nova_symbols = ()
 
+    #: Nova methods the plugin needs wrapped in place, as
+    #: ``{'module:Class.method': wrapper factory}``; a factory takes the
+    #: stock function and returns its replacement.
+    method_wrappers = {}
+
     @classmethod
     def validate_config(cls, conf):
         """Check the configuration the plugin depends on.

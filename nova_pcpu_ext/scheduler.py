@@ -77,18 +77,18 @@ def activate():
     from nova.scheduler import utils
 
     with activation._lock:
-        if activation.is_patched(utils, 'resources_from_request_spec'):
+        if activation.is_active('scheduler'):
             return []
         request_filters = plugins.load_request_filters()
-        if not request_filters:
-            return []
-        compat.require_all(NOVA_SYMBOLS)
-        for request_filter in request_filters:
-            compat.require_all(request_filter.nova_symbols)
-        activation.patch(
-            utils, 'resources_from_request_spec',
-            _with_request_filters(utils.resources_from_request_spec,
-                                  request_filters))
+        if request_filters:
+            compat.require_all(NOVA_SYMBOLS)
+            for request_filter in request_filters:
+                compat.require_all(request_filter.nova_symbols)
+            activation.patch(
+                utils, 'resources_from_request_spec',
+                _with_request_filters(utils.resources_from_request_spec,
+                                      request_filters))
+        activation.mark_active('scheduler')
     return []
 
 

@@ -24,8 +24,10 @@ import nova.tests.functional  # noqa: F401  isort:skip
 import ast
 import inspect
 import textwrap
+import threading
 
 import fixtures
+from nova import context as nova_context
 from nova.scheduler.client import report
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
@@ -41,6 +43,9 @@ HYPERTHREADED = dict(cpu_nodes=1, cpu_sockets=1, cpu_cores=2, cpu_threads=2)
 #: The same four CPUs without hyperthreads.
 NO_HYPERTHREADS = dict(cpu_nodes=1, cpu_sockets=1, cpu_cores=4,
                        cpu_threads=1)
+
+#: Seconds any wait of a test may take before it counts as a deadlock.
+TIMEOUT = 30
 
 ISOLATE = {'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'}
 DEDICATED = {'hw:cpu_policy': 'dedicated'}
@@ -77,6 +82,30 @@ class StripIsolateMitigation(fixtures.Fixture):
             namespace[function.__name__]))
 
 
+class Gate(object):
+    """Holds the first call of an object's method until released."""
+
+    def __init__(self, test, obj, name):
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self.returned = threading.Event()
+        stock = getattr(obj, name)
+
+        def gated(*args, **kwargs):
+            if not self.reached.is_set():
+                self.reached.set()
+                self.release.wait(TIMEOUT)
+            try:
+                return stock(*args, **kwargs)
+            finally:
+                self.returned.set()
+
+        setattr(obj, name, gated)
+        test.addCleanup(delattr, obj, name)
+        # Never leave a service thread waiting behind a failed test.
+        test.addCleanup(self.release.set)
+
+
 class ExtensionTestBase(libvirt_base.ServersTestBase):
     """Nova with nova-pcpu-ext activated, or stock Nova.
 
@@ -93,9 +122,10 @@ class ExtensionTestBase(libvirt_base.ServersTestBase):
         # Undo the patches even if setUp fails half-way.
         self.addCleanup(activation.deactivate)
         super().setUp()
+        # Spy on Nova's own class, before the extension may subclass it.
+        self.placement_queries = self._spy_allocation_candidates()
         if self.extension:
             compute.activate()
-        self.placement_queries = self._spy_allocation_candidates()
 
     def _setup_scheduler_service(self):
         if self.extension:
@@ -136,3 +166,64 @@ class ExtensionTestBase(libvirt_base.ServersTestBase):
         """Non-zero usages of a resource provider."""
         return {rc: used for rc, used in
                 self._get_provider_usages(rp_uuid).items() if used}
+
+    def in_thread(self, target, *args):
+        errors = []
+
+        def run():
+            try:
+                target(*args)
+            except Exception as error:  # reported by the test
+                errors.append(error)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.errors = errors
+        thread.start()
+        return thread
+
+    def join(self, *threads):
+        for thread in threads:
+            thread.join(TIMEOUT)
+            self.assertFalse(thread.is_alive(), 'deadlock: %s' % thread)
+            self.assertEqual([], thread.errors)
+
+    def periodic(self, hostname='compute1'):
+        """The update_available_resource periodic of compute1.
+
+        Not through _run_periodics: its cell targeting holds the cell
+        database fixture's lock, which would block the API meanwhile.
+        """
+        self.computes[hostname].manager.update_available_resource(
+            nova_context.get_admin_context())
+
+    def traits(self, rp_uuid):
+        return set(self._get_provider_traits(rp_uuid))
+
+    def disable_service(self, hostname='compute1'):
+        """Disable a compute service through the API, as operators do."""
+        self.admin_api.microversion = '2.53'
+        service = self.admin_api.get_services(
+            binary='nova-compute', host=hostname)[0]
+        self.admin_api.put_service(service['id'], {'status': 'disabled'})
+
+    def race_disable_with_flush(self, hostname='compute1'):
+        """Disable the host while a periodic update waits before its flush.
+
+        The resource tracker has already read the service as enabled; the
+        status update adds COMPUTE_STATUS_DISABLED meanwhile.
+
+        :returns: whether the status update finished before the flush.
+        """
+        manager = self.computes[hostname].manager
+        flush = Gate(self, manager.reportclient, 'update_from_provider_tree')
+        status = Gate(self, manager.virtapi, 'update_compute_provider_status')
+        status.release.set()
+        periodic = self.in_thread(self.periodic, hostname)
+        self.assertTrue(flush.reached.wait(TIMEOUT))
+
+        disable = self.in_thread(self.disable_service, hostname)
+        self.assertTrue(status.reached.wait(TIMEOUT))
+        status_done_first = status.returned.wait(1)
+        flush.release.set()
+        self.join(periodic, disable)
+        return status_done_first

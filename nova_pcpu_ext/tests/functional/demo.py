@@ -105,6 +105,17 @@ class InitialZeroRatio(_Scenario):
                     compute_node_ratio=node)
 
 
+class DisableDuringUpdate(_Scenario):
+    title = 'host disabled during a periodic update (cache race)'
+
+    def test(self):
+        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
+                                  dedicated='0-1', shared='2-3')
+        self.race_disable_with_flush()
+        kept = 'COMPUTE_STATUS_DISABLED' in self.traits(rp_uuid)
+        self.record(disabled_trait_in_placement='kept' if kept else 'LOST')
+
+
 #: (scenario, [(variant label, extension on, strip Nova's late check)])
 SCENARIOS = [
     (IsolateOnHyperthreadedHost, [
@@ -116,6 +127,8 @@ SCENARIOS = [
                   ('nova-pcpu-ext', True, False)]),
     (InitialZeroRatio, [('stock Nova', False, False),
                         ('nova-pcpu-ext', True, False)]),
+    (DisableDuringUpdate, [('stock Nova', False, False),
+                           ('nova-pcpu-ext', True, False)]),
 ]
 
 
@@ -138,14 +151,15 @@ def _table(rows):
     widths = [max(len(row[i]) for row in [header] + lines)
               for i in range(3)]
     rule = '-+-'.join('-' * w for w in widths)
-    out = [rule, ' | '.join(h.ljust(w) for h, w in zip(header, widths)),
-           rule]
+    out = [rule, ' | '.join(
+        h.ljust(w) for h, w in zip(header, widths)).rstrip(), rule]
     previous = None
     for row in lines:
         if previous is not None and row[0] != previous:
             out.append(rule)
         cells = ('' if row[0] == previous else row[0],) + row[1:]
-        out.append(' | '.join(c.ljust(w) for c, w in zip(cells, widths)))
+        out.append(' | '.join(
+            c.ljust(w) for c, w in zip(cells, widths)).rstrip())
         previous = row[0]
     out.append(rule)
     return '\n'.join(out)

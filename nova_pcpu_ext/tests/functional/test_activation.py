@@ -15,6 +15,7 @@
 from nova_pcpu_ext.tests.functional import base  # isort:skip
 
 from nova.compute import resource_tracker
+from nova.scheduler.client import report
 from nova.scheduler import utils as scheduler_utils
 
 from nova_pcpu_ext import activation
@@ -38,6 +39,10 @@ class _BootTest(object):
             self.extension,
             type(compute.manager.rt) is not activation.original(
                 resource_tracker, 'ResourceTracker'))
+        self.assertEqual(
+            self.extension,
+            type(compute.manager.reportclient) is not activation.original(
+                report, 'SchedulerReportClient'))
 
 
 class BootWithExtensionTest(_BootTest, base.ExtensionTestBase):

@@ -13,6 +13,7 @@
 """Shared pieces of the unit tests: mocks belong here, not in functional."""
 
 from importlib import metadata
+import logging
 
 import fixtures
 from oslo_config import fixture as config_fixture
@@ -28,6 +29,7 @@ class TestCase(base.BaseTestCase):
     def setUp(self):
         super().setUp()
         self.conf = self.useFixture(config_fixture.Config(conf.CONF))
+        self.logger = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
         self.addCleanup(activation.deactivate)
 
     def flags(self, group='pcpu_ext', **kwargs):

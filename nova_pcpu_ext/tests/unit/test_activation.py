@@ -13,7 +13,9 @@
 import types
 
 import fixtures
+from nova.compute import manager
 from nova.compute import resource_tracker
+from nova.scheduler.client import report
 from nova.scheduler import utils as scheduler_utils
 
 from nova_pcpu_ext import activation
@@ -21,6 +23,7 @@ from nova_pcpu_ext import allocation_ratios
 from nova_pcpu_ext import compute
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import scheduler
+from nova_pcpu_ext import serialized_client
 from nova_pcpu_ext.tests.unit import base
 
 
@@ -78,19 +81,38 @@ class SchedulerActivationTest(base.TestCase):
 class ComputeActivationTest(base.TestCase):
 
     def test_idempotent_and_reversible(self):
-        stock = resource_tracker.ResourceTracker
+        stock_rt = resource_tracker.ResourceTracker
+        stock_client = report.SchedulerReportClient
+        stock_status = manager.ComputeVirtAPI.update_compute_provider_status
 
         compute.activate()
         composed = resource_tracker.ResourceTracker
+        status = manager.ComputeVirtAPI.update_compute_provider_status
         compute.activate()
 
         self.assertIs(composed, resource_tracker.ResourceTracker)
+        self.assertIs(allocation_ratios.AllocationRatiosMixin,
+                      composed.__mro__[1])
+        self.assertTrue(issubclass(composed, stock_rt))
         self.assertEqual(
-            (composed, allocation_ratios.AllocationRatiosMixin),
-            composed.__mro__[:2])
-        self.assertTrue(issubclass(composed, stock))
+            serialized_client.SerializedReportClientMixin,
+            report.SchedulerReportClient.__mro__[1])
+        self.assertIs(stock_status, status.__wrapped__)
+        self.assertIs(status,
+                      manager.ComputeVirtAPI.update_compute_provider_status)
+
         activation.deactivate()
-        self.assertIs(stock, resource_tracker.ResourceTracker)
+        self.assertIs(stock_rt, resource_tracker.ResourceTracker)
+        self.assertIs(stock_client, report.SchedulerReportClient)
+        self.assertIs(stock_status,
+                      manager.ComputeVirtAPI.update_compute_provider_status)
+
+    def test_report_client_off_wraps_nothing(self):
+        self.flags(report_client='')
+        stock_status = manager.ComputeVirtAPI.update_compute_provider_status
+        compute.activate()
+        self.assertIs(stock_status,
+                      manager.ComputeVirtAPI.update_compute_provider_status)
 
     def test_method_missing_leaves_nova_untouched(self):
         stock = resource_tracker.ResourceTracker
