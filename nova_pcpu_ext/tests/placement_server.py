@@ -1,0 +1,114 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A real placement server on loopback, as an operator runs it.
+
+``placement-manage db sync`` on a sqlite file (or a given database URL),
+then gunicorn serving ``placement.wsgi.api:application`` with
+``[api] auth_strategy = noauth2``; with noauth2 the token must be
+``admin``.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+
+import fixtures
+from keystoneauth1 import loading as ks_loading
+import requests
+
+TOKEN = 'admin'
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+class PlacementServer(fixtures.Fixture):
+    """Starts placement on 127.0.0.1; ``endpoint`` is its URL."""
+
+    def __init__(self, db_url=None, workers=None):
+        super().__init__()
+        self.db_url = db_url
+        # sqlite takes one writer at a time: more workers only add
+        # "database is locked" errors.
+        self.workers = workers or (2 if db_url else 1)
+
+    def _setUp(self):
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        db_url = self.db_url or 'sqlite:///%s' % os.path.join(
+            self.dir, 'placement.sqlite')
+        with open(os.path.join(self.dir, 'placement.conf'), 'w') as conf:
+            conf.write('[api]\nauth_strategy = noauth2\n'
+                       '[placement_database]\nconnection = %s\n' % db_url)
+        env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self.dir)
+        bin_dir = sysconfig.get_path('scripts')
+        subprocess.run(
+            [os.path.join(bin_dir, 'placement-manage'), '--config-dir',
+             self.dir, 'db', 'sync'], check=True, env=env,
+            capture_output=True)
+        port = _free_port()
+        self.endpoint = 'http://127.0.0.1:%d' % port
+        self.log = open(os.path.join(self.dir, 'gunicorn.log'), 'w')
+        self.addCleanup(self.log.close)
+        self.process = subprocess.Popen(
+            [sys.executable, '-m', 'gunicorn', '--no-control-socket',
+             '--bind', '127.0.0.1:%d' % port, '--workers',
+             str(self.workers), '--log-level', 'warning',
+             'placement.wsgi.api:application'],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+        self.addCleanup(self.stop)
+        self._wait_until_serving()
+
+    def _wait_until_serving(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError('placement exited: see %s' %
+                                   self.log.name)
+            try:
+                requests.get(self.endpoint, timeout=5)
+                return
+            except requests.RequestException:
+                time.sleep(0.2)
+        raise RuntimeError('placement did not start in %ss' % timeout)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def configure_nova(self, conf):
+        """Point Nova's report client here (``[placement]`` options)."""
+        conf.set_override('auth_type', 'admin_token', group='placement')
+        conf.register_opts(
+            ks_loading.get_auth_plugin_conf_options('admin_token'),
+            group='placement')
+        conf.set_override('token', TOKEN, group='placement')
+        conf.set_override('endpoint', self.endpoint, group='placement')
+
+
+if __name__ == '__main__':
+    with tempfile.TemporaryDirectory():
+        with PlacementServer() as server:
+            print(requests.get(server.endpoint).json())
