@@ -25,7 +25,7 @@ from nova_pcpu_ext import exception
 
 LOG = logging.getLogger(__name__)
 
-_lock = threading.RLock()
+lock = threading.RLock()
 # (owner, attribute name) -> original value, in the order applied.
 _originals = {}
 # Services ('scheduler', 'compute') whose activation has run.
@@ -46,7 +46,7 @@ def is_patched(owner, name):
 
 def patch(owner, name, replacement):
     """Replace ``owner.name`` unless it was already replaced."""
-    with _lock:
+    with lock:
         if is_patched(owner, name):
             return
         _originals[(owner, name)] = getattr(owner, name)
@@ -57,13 +57,13 @@ def patch(owner, name, replacement):
 
 def original(owner, name):
     """The value ``owner.name`` had before it was patched."""
-    with _lock:
+    with lock:
         return _originals.get((owner, name), getattr(owner, name))
 
 
 def deactivate():
     """Undo every patch, newest first."""
-    with _lock:
+    with lock:
         for (owner, name), value in reversed(list(_originals.items())):
             setattr(owner, name, value)
         _originals.clear()

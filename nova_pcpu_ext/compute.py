@@ -14,9 +14,10 @@
 
 Run ``nova-pcpu-ext-compute`` instead of ``nova-compute``, with the same
 arguments. ``ComputeManager.__init__`` looks up
-``resource_tracker.ResourceTracker``, ``report.SchedulerReportClient`` and
-``ComputeVirtAPI`` when the service is created, so replacing them right
-after Nova parses its configuration takes effect for the whole service.
+``resource_tracker.ResourceTracker`` and ``report.SchedulerReportClient``
+when the service is created, so replacing them (and wrapping the methods
+plugins ask for) right after Nova parses its configuration takes effect
+for the whole service.
 """
 
 from nova_pcpu_ext import activation
@@ -46,7 +47,7 @@ def activate():
     Idempotent. Raises a :class:`~nova_pcpu_ext.exception.PcpuExtError`
     subclass on bad configuration or an unsupported Nova.
     """
-    with activation._lock:
+    with activation.lock:
         if activation.is_active('compute'):
             return
         by_class = _mixins_by_class()

@@ -67,31 +67,37 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
          ('self', 'trait_name', 'trait_type')),
     )
 
-    def allow_fallback(self, context, spec_obj, resources):
-        mode = CONF.pcpu_ext.isolate_fallback_mode
-        if mode != 'drop' or not forbids_hyperthreading(spec_obj):
-            return True
+    @staticmethod
+    def _acts(mode, spec_obj):
+        """Whether the filter acts on this request in this mode."""
+        return (CONF.pcpu_ext.isolate_fallback_mode == mode and
+                forbids_hyperthreading(spec_obj))
+
+    @staticmethod
+    def _log(context, spec_obj, decision):
         LOG.info('Request %(request)s for instance %(instance)s forbids '
-                 '%(trait)s: not making the VCPU fallback placement query '
-                 '([pcpu_ext] isolate_fallback_mode = drop), so only hosts '
-                 'reporting PCPU without hyperthreads are candidates.',
+                 '%(trait)s: %(decision)s',
                  {'request': getattr(context, 'request_id', None),
                   'instance': spec_obj.instance_uuid,
-                  'trait': HYPERTHREADING})
+                  'trait': HYPERTHREADING, 'decision': decision})
+
+    def allow_fallback(self, context, spec_obj, resources):
+        if not self._acts('drop', spec_obj):
+            return True
+        self._log(context, spec_obj,
+                  'not making the VCPU fallback placement query ([pcpu_ext] '
+                  'isolate_fallback_mode = drop), so only hosts reporting '
+                  'PCPU without hyperthreads are candidates.')
         return False
 
     def fallback_request(self, context, spec_obj, resources):
-        mode = CONF.pcpu_ext.isolate_fallback_mode
-        if mode != 'forbid_trait' or not forbids_hyperthreading(spec_obj):
+        if not self._acts('forbid_trait', spec_obj):
             return resources
         # NOTE: the unsuffixed group is built afresh for every query, unlike
         # the root traits, which alias the RequestSpec's sets.
         resources.get_request_group(None).add_trait(
             HYPERTHREADING, 'forbidden')
-        LOG.info('Request %(request)s for instance %(instance)s forbids '
-                 '%(trait)s: the VCPU fallback placement query forbids it '
-                 'too ([pcpu_ext] isolate_fallback_mode = forbid_trait).',
-                 {'request': getattr(context, 'request_id', None),
-                  'instance': spec_obj.instance_uuid,
-                  'trait': HYPERTHREADING})
+        self._log(context, spec_obj,
+                  'the VCPU fallback placement query forbids it too '
+                  '([pcpu_ext] isolate_fallback_mode = forbid_trait).')
         return resources

@@ -76,7 +76,7 @@ def activate():
     """
     from nova.scheduler import utils
 
-    with activation._lock:
+    with activation.lock:
         if activation.is_active('scheduler'):
             return []
         request_filters = plugins.load_request_filters()

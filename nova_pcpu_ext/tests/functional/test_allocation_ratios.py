@@ -49,20 +49,32 @@ class _RatiosTestBase(base.ExtensionTestBase):
     def restart(self):
         self.computes['compute1'] = self.restart_compute_service('compute1')
 
+    def set_placement_ratios(self, rp_uuid, ratios):
+        """Change allocation ratios through the placement API."""
+        url = '/resource_providers/%s/inventories' % rp_uuid
+        inventories = self.placement.get(url).body
+        for rc, ratio in ratios.items():
+            inventories['inventories'][rc]['allocation_ratio'] = ratio
+        resp = self.placement.put(url, inventories, version='1.26')
+        self.assertEqual(200, resp.status, resp.body)
+
     def seed_zero_ratios(self, rp_uuid):
         """Write 0.0 ratios into the ComputeNode row and placement."""
         node = self.compute_node()
         for field in RC_FIELDS.values():
             setattr(node, field, 0.0)
         node.save()
-        inventories = self.placement.get(
-            '/resource_providers/%s/inventories' % rp_uuid).body
-        for rc in RC_FIELDS:
-            inventories['inventories'][rc]['allocation_ratio'] = 0.0
-        resp = self.placement.put(
-            '/resource_providers/%s/inventories' % rp_uuid, inventories,
-            version='1.26')
-        self.assertEqual(200, resp.status, resp.body)
+        self.set_placement_ratios(rp_uuid, dict.fromkeys(RC_FIELDS, 0.0))
+
+    def set_ratio_in_placement_and_refresh(self, rp_uuid):
+        """An operator sets VCPU 3.0 in placement; the compute sees it.
+
+        As if [compute] resource_provider_association_refresh seconds had
+        passed: the next periodic refreshes the cache from placement.
+        """
+        self.set_placement_ratios(rp_uuid, {'VCPU': 3.0})
+        self.computes['compute1'].manager.reportclient.\
+            _association_refresh_time.clear()
 
 
 class StockNovaTest(_RatiosTestBase):
@@ -143,15 +155,7 @@ class AllocationRatiosTest(_RatiosTestBase):
     def test_placement_managed_ratio_survives_and_reaches_compute_node(self):
         self.flags(placement_managed_ratios=True, group='pcpu_ext')
         rp_uuid = self.start()
-        inventories = self.placement.get(
-            '/resource_providers/%s/inventories' % rp_uuid).body
-        inventories['inventories']['VCPU']['allocation_ratio'] = 3.0
-        self.placement.put('/resource_providers/%s/inventories' % rp_uuid,
-                           inventories)
-        # As if [compute] resource_provider_association_refresh seconds had
-        # passed: the next periodic refreshes the cache from placement.
-        self.computes['compute1'].manager.reportclient.\
-            _association_refresh_time.clear()
+        self.set_ratio_in_placement_and_refresh(rp_uuid)
 
         self._run_periodics()
         self._run_periodics()
@@ -161,13 +165,7 @@ class AllocationRatiosTest(_RatiosTestBase):
 
     def test_placement_ratio_overridden_when_not_placement_managed(self):
         rp_uuid = self.start()
-        inventories = self.placement.get(
-            '/resource_providers/%s/inventories' % rp_uuid).body
-        inventories['inventories']['VCPU']['allocation_ratio'] = 3.0
-        self.placement.put('/resource_providers/%s/inventories' % rp_uuid,
-                           inventories)
-        self.computes['compute1'].manager.reportclient.\
-            _association_refresh_time.clear()
+        self.set_ratio_in_placement_and_refresh(rp_uuid)
 
         self._run_periodics()
 

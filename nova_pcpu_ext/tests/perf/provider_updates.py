@@ -23,17 +23,13 @@ import threading
 import time
 import uuid
 
-import nova.conf
 from nova import context as nova_context
 from nova import exception
 from nova.scheduler.client import report
-from nova import test
 
 from nova_pcpu_ext import activation
 from nova_pcpu_ext import serialized_client
-from nova_pcpu_ext.tests import placement_server
-
-CONF = nova.conf.CONF
+from nova_pcpu_ext.tests.perf import base
 
 UPDATES_PER_ROUND = 50
 WORKERS = 4
@@ -206,19 +202,11 @@ def _summarize(variant):
     return result
 
 
-class ProviderUpdatesBench(test.TestCase):
-    """One benchmark run for ``providers`` trees (set by the runner)."""
+class ProviderUpdatesBench(base.BenchCase):
+    """One benchmark run for ``providers`` trees."""
 
     providers = 1
     rounds = 4
-    db_url = None
-    results = None
-
-    def setUp(self):
-        super().setUp()
-        server = self.useFixture(placement_server.PlacementServer(
-            db_url=self.db_url))
-        server.configure_nova(CONF)
 
     def test_provider_updates(self):
         self.results[('provider_updates', self.providers)] = run(

@@ -27,23 +27,20 @@ import tracemalloc
 import uuid
 
 import fixtures
-import nova.conf
 from nova import context as nova_context
 from nova import exception
 from nova import objects
 from nova.scheduler.client import report
 from nova.scheduler import host_manager
 from nova.scheduler import manager
-from nova import test
 from nova.virt import hardware
 import oslo_messaging as messaging
 import requests
 
 from nova_pcpu_ext import activation
 from nova_pcpu_ext import scheduler
+from nova_pcpu_ext.tests.perf import base
 from nova_pcpu_ext.tests import placement_server
-
-CONF = nova.conf.CONF
 
 #: Request mixes: flavor extra specs.
 MIXES = {
@@ -167,23 +164,18 @@ class Spies(fixtures.Fixture):
         self.queries = self.candidates = self.hosts_filtered = 0
 
 
-class SchedulingBench(test.TestCase):
-    """One benchmark run for ``hosts`` compute nodes (set by the runner)."""
+class SchedulingBench(base.BenchCase):
+    """One benchmark run for ``hosts`` compute nodes."""
 
     hosts = 100
     iterations = 20
-    db_url = None
-    results = None
 
     def setUp(self):
         super().setUp()
-        server = self.useFixture(placement_server.PlacementServer(
-            db_url=self.db_url))
-        server.configure_nova(CONF)
         self.flags(group='filter_scheduler', enabled_filters=[
             'ComputeFilter', 'ImagePropertiesFilter', 'NUMATopologyFilter'],
             host_subset_size=1)
-        self.placement = Placement(server.endpoint)
+        self.placement = Placement(self.placement_server.endpoint)
         self.ctxt = nova_context.get_admin_context()
         self.addCleanup(activation.deactivate)
 
