@@ -80,11 +80,11 @@ class _RatioEnforcingDriver(object):
     def __getattr__(self, name):
         return getattr(self._driver, name)
 
-    def update_provider_tree(self, provider_tree, nodename,
-                             allocations=None):
+    def update_provider_tree(self, provider_tree, nodename, **kwargs):
         held = _ratios_held(provider_tree, nodename)
-        self._driver.update_provider_tree(provider_tree, nodename,
-                                          allocations=allocations)
+        # Forward exactly what the resource tracker passed: it only names
+        # ``allocations`` when it reshapes.
+        self._driver.update_provider_tree(provider_tree, nodename, **kwargs)
         self._enforce(provider_tree, nodename, held)
 
 

@@ -80,8 +80,10 @@ class PlacementServer(fixtures.Fixture):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError('placement exited: see %s' %
-                                   self.log.name)
+                self.log.flush()
+                with open(self.log.name) as log:
+                    raise RuntimeError('placement exited: %s' %
+                                       log.read()[-2000:])
             try:
                 requests.get(self.endpoint, timeout=5)
                 return
