@@ -23,7 +23,6 @@ import socket
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 
 import fixtures
@@ -108,9 +107,3 @@ class PlacementServer(fixtures.Fixture):
             group='placement')
         conf.set_override('token', TOKEN, group='placement')
         conf.set_override('endpoint', self.endpoint, group='placement')
-
-
-if __name__ == '__main__':
-    with tempfile.TemporaryDirectory():
-        with PlacementServer() as server:
-            print(requests.get(server.endpoint).json())
