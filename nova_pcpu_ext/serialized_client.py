@@ -72,7 +72,10 @@ class ProviderLocks(object):
 
     def _lock(self, root_uuid):
         with self._guard:
-            return self._locks.setdefault(root_uuid, _TreeLock())
+            tree_lock = self._locks.get(root_uuid)
+            if tree_lock is None:
+                tree_lock = self._locks[root_uuid] = _TreeLock()
+            return tree_lock
 
     def _acquire(self, root_uuid, operation):
         tree_lock = self._lock(root_uuid)
