@@ -112,10 +112,20 @@ def serialize_update(stock):
 
     The whole snapshot-to-flush of one compute node is one tree operation.
     """
+    from nova.scheduler.client import report
+    # NOTE: older Nova snapshots and flushes the whole provider cache, not
+    # only the node's own tree: then every cached tree takes part.
+    whole_cache = not hasattr(report.SchedulerReportClient,
+                              'get_provider_subtree_and_ensure_root')
+
     @functools.wraps(stock)
     def _update_to_placement(self, context, compute_node, startup):
-        with self.reportclient.provider_lock(
-                compute_node.uuid, 'resource tracker update of %s' %
+        client = self.reportclient
+        roots = [compute_node.uuid]
+        if whole_cache:
+            roots += [root.uuid for root in list(client._provider_tree.roots)]
+        with client.provider_locks.hold(
+                roots, 'resource tracker update of %s' %
                 compute_node.hypervisor_hostname):
             return stock(self, context, compute_node, startup)
     return _update_to_placement
