@@ -41,6 +41,12 @@ from nova_pcpu_ext import plugins
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
+_CLIENT = 'nova.scheduler.client.report:SchedulerReportClient.'
+_RT_UPDATE = ('nova.compute.resource_tracker:ResourceTracker.'
+              '_update_to_placement')
+_STATUS_UPDATE = ('nova.compute.manager:ComputeVirtAPI.'
+                  'update_compute_provider_status')
+
 #: Attempts of a compute status update that meets a generation conflict.
 STATUS_ATTEMPTS = 4
 
@@ -162,35 +168,25 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
     """Serializes every read-modify-write of the provider cache."""
 
     nova_symbols = (
-        ('nova.scheduler.client.report:SchedulerReportClient.'
-         'update_from_provider_tree',
+        (_CLIENT + 'update_from_provider_tree',
          ('self', 'context', 'new_tree', 'allocations')),
-        ('nova.scheduler.client.report:SchedulerReportClient.'
-         'get_provider_tree_and_ensure_root', ('self', 'context', 'rp_uuid')),
-        ('nova.scheduler.client.report:SchedulerReportClient.'
-         'clear_provider_cache', ('self', 'init')),
-        ('nova.scheduler.client.report:SchedulerReportClient.'
-         '_clear_provider_cache_for_tree', ('self', 'rp_uuid')),
-        ('nova.scheduler.client.report:SchedulerReportClient.'
-         '_ensure_resource_provider', ('self', 'context', 'uuid', 'name',
-                                       'parent_provider_uuid')),
-        ('nova.scheduler.client.report:SchedulerReportClient.'
-         'set_traits_for_provider', ('self', 'context', 'rp_uuid')),
-        ('nova.scheduler.client.report:SchedulerReportClient.'
-         'invalidate_resource_provider', ('self', 'name_or_uuid')),
-        ('nova.scheduler.client.report:SchedulerReportClient.'
-         'delete_resource_provider', ('self', 'context', 'compute_node')),
-        ('nova.compute.resource_tracker:ResourceTracker._update_to_placement',
-         ('self', 'context', 'compute_node', 'startup')),
-        ('nova.compute.manager:ComputeVirtAPI.update_compute_provider_status',
-         ('self', 'context', 'rp_uuid', 'enabled')),
+        (_CLIENT + 'get_provider_tree_and_ensure_root',
+         ('self', 'context', 'rp_uuid')),
+        (_CLIENT + 'clear_provider_cache', ('self', 'init')),
+        (_CLIENT + '_clear_provider_cache_for_tree', ('self', 'rp_uuid')),
+        (_CLIENT + '_ensure_resource_provider',
+         ('self', 'context', 'uuid', 'name', 'parent_provider_uuid')),
+        (_CLIENT + 'set_traits_for_provider', ('self', 'context', 'rp_uuid')),
+        (_CLIENT + 'invalidate_resource_provider', ('self', 'name_or_uuid')),
+        (_CLIENT + 'delete_resource_provider',
+         ('self', 'context', 'compute_node')),
+        (_RT_UPDATE, ('self', 'context', 'compute_node', 'startup')),
+        (_STATUS_UPDATE, ('self', 'context', 'rp_uuid', 'enabled')),
     )
 
     method_wrappers = {
-        'nova.compute.resource_tracker:ResourceTracker._update_to_placement':
-            serialize_update,
-        'nova.compute.manager:ComputeVirtAPI.update_compute_provider_status':
-            serialize_status_update,
+        _RT_UPDATE: serialize_update,
+        _STATUS_UPDATE: serialize_status_update,
     }
 
     def __init__(self, *args, **kwargs):

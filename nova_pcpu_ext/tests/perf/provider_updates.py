@@ -18,6 +18,7 @@ wrapper, and the wrapper with a single global lock, interleaved.
 
 import nova.tests.functional  # noqa: F401  isort:skip
 
+import contextlib
 import statistics
 import threading
 import time
@@ -77,19 +78,8 @@ class _Variant(object):
 
     def tree_lock(self, rp_uuid, operation):
         if self.locks is None:
-            return _NO_LOCK
+            return contextlib.nullcontext()
         return self.client.provider_lock(rp_uuid, operation)
-
-
-class _NoLock(object):
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_LOCK = _NoLock()
 
 
 def _update(variant, ctxt, rp_uuid, reserved):
