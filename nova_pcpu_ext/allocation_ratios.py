@@ -41,7 +41,8 @@ RATIOS = (
 )
 
 
-def _usable(ratio):
+def is_usable(ratio):
+    """Whether a ratio is a positive finite number."""
     return ratio is not None and math.isfinite(ratio) and ratio > 0
 
 
@@ -56,9 +57,51 @@ def effective_ratio(configured, initial, default, held=None):
         finite number, else the default.
     """
     for ratio in (configured, held, initial):
-        if _usable(ratio):
+        if is_usable(ratio):
             return float(ratio)
     return default
+
+
+def configured_ratios(conf, held=None):
+    """``{resource class: ratio}`` of :data:`RATIOS` by the rule.
+
+    :param conf: Nova's configuration.
+    :param held: ``{resource class: ratio}`` placement holds; used only with
+        ``[pcpu_ext] placement_managed_ratios``.
+    """
+    held = (held or {}) if conf.pcpu_ext.placement_managed_ratios else {}
+    return {rc: effective_ratio(
+                getattr(conf, '%s_allocation_ratio' % stem),
+                getattr(conf, 'initial_%s_allocation_ratio' % stem),
+                default, held.get(rc))
+            for rc, stem, default in RATIOS}
+
+
+def validate_ratio_options(conf):
+    """Check the six ``[DEFAULT] *allocation_ratio`` options.
+
+    :raises InvalidConfig: naming the option and what to set.
+    """
+    for _rc, stem, _default in RATIOS:
+        for option in ('%s_allocation_ratio' % stem,
+                       'initial_%s_allocation_ratio' % stem):
+            try:
+                ratio = getattr(conf, option)
+            except ValueError as error:
+                # oslo.config names the file and the option before the
+                # reason; the message names the option already.
+                raise exception.InvalidConfig(
+                    '[DEFAULT] %s is invalid: %s. Set a positive ratio such '
+                    'as 1.5, or leave it unset for the default.' % (
+                        option, str(error).rpartition('is not valid: ')[2]))
+            if ratio is not None and not math.isfinite(ratio):
+                raise exception.InvalidConfig(
+                    '[DEFAULT] %s = %s is not a finite number: set a '
+                    'positive ratio such as 1.5, or leave it unset for '
+                    'the default.' % (option, ratio))
+            if ratio == 0.0:
+                LOG.warning('[DEFAULT] %s = 0.0 means unset: the '
+                            'default applies.', option)
 
 
 def _ratios_held(provider_tree, nodename):
@@ -102,18 +145,7 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
 
     @classmethod
     def validate_config(cls, config):
-        for _rc, stem, _default in RATIOS:
-            for option in ('%s_allocation_ratio' % stem,
-                           'initial_%s_allocation_ratio' % stem):
-                ratio = getattr(config, option)
-                if ratio is not None and not math.isfinite(ratio):
-                    raise exception.InvalidConfig(
-                        '[DEFAULT] %s = %s is not a finite number: set a '
-                        'positive ratio such as 1.5, or leave it unset for '
-                        'the default.' % (option, ratio))
-                if ratio == 0.0:
-                    LOG.warning('[DEFAULT] %s = 0.0 means unset: the '
-                                'default applies.', option)
+        validate_ratio_options(config)
 
     def __init__(self, host, driver, reportclient=None):
         super().__init__(host, driver, reportclient=reportclient)
@@ -121,16 +153,8 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
         # nodename -> {resource class: ratio} last sent to placement
         self._placement_ratios = {}
 
-    def _ratios(self, held):
-        managed = CONF.pcpu_ext.placement_managed_ratios
-        return {rc: effective_ratio(
-                    getattr(CONF, '%s_allocation_ratio' % stem),
-                    getattr(CONF, 'initial_%s_allocation_ratio' % stem),
-                    default, held.get(rc) if managed else None)
-                for rc, stem, default in RATIOS}
-
     def _enforce_ratios(self, provider_tree, nodename, held):
-        ratios = self._ratios(held)
+        ratios = configured_ratios(CONF, held)
         root_uuid = provider_tree.data(nodename).uuid
         for uuid in provider_tree.get_provider_uuids(nodename):
             wanted = dict(ratios) if uuid == root_uuid else {}
@@ -151,8 +175,8 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
     def _copy_resources(self, compute_node, resources, initial=False):
         super()._copy_resources(compute_node, resources, initial=initial)
         nodename = resources['hypervisor_hostname']
-        self._set_compute_node_ratios(compute_node, self._ratios(
-            self._placement_ratios.get(nodename, {})))
+        self._set_compute_node_ratios(compute_node, configured_ratios(
+            CONF, self._placement_ratios.get(nodename)))
 
     def _update_to_placement(self, context, compute_node, startup):
         super()._update_to_placement(context, compute_node, startup)

@@ -34,11 +34,22 @@ NOVA_SYMBOLS = (
 )
 
 
-def _mixins_by_class():
-    """``{'module:Class': [mixin, ...]}`` for the configured plugins."""
+def check_plugins():
+    """Load the compute plugins named in ``[pcpu_ext]`` and check Nova.
+
+    :returns: ``{'module:Class': [mixin, ...]}`` for the Nova classes the
+        configured plugins extend.
+    :raises PcpuExtError: on bad configuration or an unsupported Nova.
+    """
     by_class = {RESOURCE_TRACKER: plugins.load_resource_tracker_mixins(),
                 REPORT_CLIENT: plugins.load_report_client_mixins()}
-    return {symbol: mixins for symbol, mixins in by_class.items() if mixins}
+    by_class = {symbol: mixins for symbol, mixins in by_class.items()
+                if mixins}
+    compat.require_all(NOVA_SYMBOLS)
+    for mixins in by_class.values():
+        for mixin in mixins:
+            compat.require_all(mixin.nova_symbols)
+    return by_class
 
 
 def activate():
@@ -50,11 +61,8 @@ def activate():
     with activation.lock:
         if activation.is_active('compute'):
             return
-        by_class = _mixins_by_class()
+        by_class = check_plugins()
         all_mixins = [m for mixins in by_class.values() for m in mixins]
-        compat.require_all(NOVA_SYMBOLS)
-        for mixin in all_mixins:
-            compat.require_all(mixin.nova_symbols)
         # Everything was checked first: a failure leaves Nova untouched.
         # Wrappers go on Nova's own classes, before any subclass is made.
         for mixin in all_mixins:

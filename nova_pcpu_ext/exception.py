@@ -31,3 +31,7 @@ class InvalidConfig(PcpuExtError):
 
 class IncompatibleNova(PcpuExtError):
     pass
+
+
+class ServiceError(PcpuExtError):
+    """Placement or the Compute API failed or could not be reached."""

@@ -68,6 +68,20 @@ def _with_request_filters(stock, request_filters):
     return resources_from_request_spec
 
 
+def check_plugins():
+    """Load the request filters named in ``[pcpu_ext]`` and check Nova.
+
+    :returns: the request filters, in order.
+    :raises PcpuExtError: on bad configuration or an unsupported Nova.
+    """
+    request_filters = plugins.load_request_filters()
+    if request_filters:
+        compat.require_all(NOVA_SYMBOLS)
+        for request_filter in request_filters:
+            compat.require_all(request_filter.nova_symbols)
+    return request_filters
+
+
 def activate():
     """Activate the scheduler plugins; return our host filter classes.
 
@@ -79,11 +93,8 @@ def activate():
     with activation.lock:
         if activation.is_active('scheduler'):
             return []
-        request_filters = plugins.load_request_filters()
+        request_filters = check_plugins()
         if request_filters:
-            compat.require_all(NOVA_SYMBOLS)
-            for request_filter in request_filters:
-                compat.require_all(request_filter.nova_symbols)
             activation.patch(
                 utils, 'resources_from_request_spec',
                 _with_request_filters(utils.resources_from_request_spec,

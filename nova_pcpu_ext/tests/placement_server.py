@@ -18,6 +18,7 @@ then gunicorn serving ``placement.wsgi.api:application`` with
 ``admin``.
 """
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -36,6 +37,19 @@ def _free_port():
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
+
+
+def _wsgi_application():
+    """gunicorn's name for placement's WSGI application.
+
+    Newer placement releases have ``placement.wsgi.api``; older ones
+    build the application with ``placement.wsgi.init_application()``.
+    """
+    try:
+        importlib.util.find_spec('placement.wsgi.api')
+        return 'placement.wsgi.api:application'
+    except ImportError:
+        return 'placement.wsgi:init_application()'
 
 
 class PlacementServer(fixtures.Fixture):
@@ -69,7 +83,7 @@ class PlacementServer(fixtures.Fixture):
             [sys.executable, '-m', 'gunicorn', '--no-control-socket',
              '--bind', '127.0.0.1:%d' % port, '--workers',
              str(self.workers), '--log-level', 'warning',
-             'placement.wsgi.api:application'],
+             _wsgi_application()],
             env=env, stdout=self.log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
         self.addCleanup(self.stop)
