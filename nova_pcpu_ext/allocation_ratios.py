@@ -39,6 +39,11 @@ RATIOS = (
     (orc.MEMORY_MB, 'ram', 1.0),
     (orc.DISK_GB, 'disk', 1.0),
 )
+#: The six ``[DEFAULT]`` options the rule reads.
+RATIO_OPTIONS = tuple(
+    option for _rc, stem, _default in RATIOS
+    for option in ('%s_allocation_ratio' % stem,
+                   'initial_%s_allocation_ratio' % stem))
 
 
 def is_usable(ratio):
@@ -82,26 +87,21 @@ def validate_ratio_options(conf):
 
     :raises InvalidConfig: naming the option and what to set.
     """
-    for _rc, stem, _default in RATIOS:
-        for option in ('%s_allocation_ratio' % stem,
-                       'initial_%s_allocation_ratio' % stem):
-            try:
-                ratio = getattr(conf, option)
-            except ValueError as error:
-                # oslo.config names the file and the option before the
-                # reason; the message names the option already.
-                raise exception.InvalidConfig(
-                    '[DEFAULT] %s is invalid: %s. Set a positive ratio such '
-                    'as 1.5, or leave it unset for the default.' % (
-                        option, str(error).rpartition('is not valid: ')[2]))
-            if ratio is not None and not math.isfinite(ratio):
-                raise exception.InvalidConfig(
-                    '[DEFAULT] %s = %s is not a finite number: set a '
-                    'positive ratio such as 1.5, or leave it unset for '
-                    'the default.' % (option, ratio))
-            if ratio == 0.0:
-                LOG.warning('[DEFAULT] %s = 0.0 means unset: the '
-                            'default applies.', option)
+    for option in RATIO_OPTIONS:
+        try:
+            ratio = getattr(conf, option)
+        except ValueError as error:
+            # oslo.config names the file and the option before the reason;
+            # the message names the option already.
+            raise exception.InvalidConfig(
+                '[DEFAULT] %s is invalid: %s. Set a positive ratio such as '
+                '1.5, or leave it unset for the default.' % (
+                    option, str(error).rpartition('is not valid: ')[2]))
+        if ratio is not None and not math.isfinite(ratio):
+            raise exception.InvalidConfig(
+                '[DEFAULT] %s = %s is not a finite number: set a positive '
+                'ratio such as 1.5, or leave it unset for the default.' % (
+                    option, ratio))
 
 
 def _ratios_held(provider_tree, nodename):
@@ -146,6 +146,10 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
     @classmethod
     def validate_config(cls, config):
         validate_ratio_options(config)
+        for option in RATIO_OPTIONS:
+            if getattr(config, option) == 0.0:
+                LOG.warning('[DEFAULT] %s = 0.0 means unset: the default '
+                            'applies.', option)
 
     def __init__(self, host, driver, reportclient=None):
         super().__init__(host, driver, reportclient=reportclient)

@@ -202,7 +202,15 @@ def audit_inventories(placement, ratios, fix=False):
     """
     findings = []
     for provider in placement.providers():
-        findings += _audit_provider(placement, provider, ratios, fix)
+        try:
+            findings += _audit_provider(placement, provider, ratios, fix)
+        except exception.ServiceError as error:
+            fixed = sum(finding.fixed for finding in findings)
+            if not fixed:
+                raise
+            raise exception.ServiceError(
+                '%s %d allocation ratios were fixed before; run the audit '
+                'again for the rest.' % (error, fixed))
     return findings
 
 

@@ -135,6 +135,26 @@ class AuditInventoriesTest(base.TestCase):
                       str(error))
         self.assertEqual(self.inventories(), placement.stored)
 
+    def test_error_after_fixes_says_how_many(self):
+        placement = FakePlacement(self.inventories())
+        placement.providers = lambda required_trait=None: [
+            {'uuid': 'rp-uuid', 'name': 'compute1'},
+            {'uuid': 'other', 'name': 'compute2'}]
+        inventories = placement.inventories
+
+        def fail_for_other(uuid):
+            if uuid == 'other':
+                raise exception.ServiceError('placement: GET ...: 503.')
+            return inventories(uuid)
+
+        placement.inventories = fail_for_other
+        error = self.assertRaises(
+            exception.ServiceError, audit.audit_inventories, placement,
+            self.RATIOS, fix=True)
+        self.assertEqual('placement: GET ...: 503. 2 allocation ratios were '
+                         'fixed before; run the audit again for the rest.',
+                         str(error))
+
 
 class FakeCompute(object):
 
