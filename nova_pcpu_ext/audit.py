@@ -60,12 +60,31 @@ class Finding:
 class Service(object):
     """A keystoneauth adapter whose failures become one-line errors."""
 
+    #: The service's name in messages.
+    name = ''
     #: What the operator checks when the service fails.
     hint = ''
 
     def __init__(self, adapter, microversion):
         self.adapter = adapter
         self.microversion = microversion
+        self._endpoint = None
+
+    def connect(self):
+        """Find the service's URL in the catalog, once."""
+        if self._endpoint is None:
+            try:
+                endpoint = self.adapter.get_endpoint()
+            except ks_exc.ClientException as error:
+                raise exception.ServiceError(
+                    '%s: cannot find the endpoint: %s. Check the service '
+                    'catalog, or give the endpoint.' % (
+                        self.name, reason(error)))
+            if not endpoint:
+                raise exception.ServiceError(
+                    '%s: no endpoint: give one (--os-%s-endpoint-override).'
+                    % (self.name, self.name))
+            self._endpoint = endpoint.rstrip('/')
 
     def request(self, method, url, expected=(200,), **kwargs):
         """Send a request; return the response if its status is expected.
@@ -73,33 +92,56 @@ class Service(object):
         :raises ServiceError: for connection failures, timeouts and other
             statuses, naming the service, the request and what to check.
         """
+        self.connect()
         try:
             response = self.adapter.request(
                 url, method, microversion=self.microversion,
                 raise_exc=False, **kwargs)
-        except ks_exc.ConnectTimeout:
-            # keystoneauth raises this for read timeouts too.
-            raise self._error(method, url, 'timed out')
-        except ks_exc.SSLError:
-            raise self._error(method, url, 'TLS verification failed; give '
-                              'the CA bundle ([placement] cafile or '
-                              '--os-cacert)')
-        except ks_exc.ConnectFailure:
-            raise self._error(method, url, 'cannot connect')
         except ks_exc.ClientException as error:
-            # Authentication and catalog problems; never carry secrets.
-            raise self._error(method, url, str(error).splitlines()[0])
-        if response.status_code in expected:
-            return response
-        raise self._error(method, url, _http_problem(response))
+            raise self._error(method, url, reason(error))
+        except OSError as error:
+            # requests' own error for an unreadable CA bundle or client
+            # certificate, which keystoneauth passes on as it is.
+            raise self._error(method, url, 'TLS files: %s' % error)
+        if response.status_code not in expected:
+            raise self._error(method, url, _http_problem(response))
+        return response
+
+    def get(self, url, *keys):
+        """The values under ``keys`` of the JSON answer, in order."""
+        return self._values(self.request('GET', url), *keys)
+
+    def _values(self, response, *keys):
+        try:
+            body = response.json()
+            return [body[key] for key in keys]
+        except (ValueError, KeyError, TypeError):
+            raise self._error(
+                response.request.method, response.request.url,
+                'unexpected answer (%d without %s): is this the %s API?' % (
+                    response.status_code, ', '.join(keys), self.name))
 
     def _error(self, method, url, problem):
-        try:
-            url = self.adapter.get_endpoint().rstrip('/') + url
-        except ks_exc.ClientException:
-            pass  # no endpoint known: the path alone still says what failed
+        if '://' not in url:
+            url = (self._endpoint or '') + url
         return exception.ServiceError('%s: %s %s: %s. %s' % (
-            self.adapter.service_type, method, url, problem, self.hint))
+            self.name, method, url, problem, self.hint))
+
+
+def reason(error):
+    """A short reason for a keystoneauth error; never a secret."""
+    if isinstance(error, ks_exc.ConnectTimeout):
+        # keystoneauth raises this for read timeouts too.
+        return 'timed out'
+    if isinstance(error, ks_exc.SSLError):
+        return ('TLS verification failed; give the CA bundle ([placement] '
+                'cafile or --os-cacert)')
+    if isinstance(error, ks_exc.ConnectFailure):
+        return 'cannot connect'
+    if isinstance(error, ks_exc.HttpError):
+        return _http_problem(error.response) if error.response is not None \
+            else '%s %s' % (error.http_status, error.message)
+    return str(error).splitlines()[0]
 
 
 def _http_problem(response):
@@ -112,6 +154,7 @@ def _http_problem(response):
 
 class Placement(Service):
 
+    name = 'placement'
     hint = ('Check that placement is up and that [placement] in nova.conf '
             '(or the --os-* options) point at it with admin credentials.')
 
@@ -122,13 +165,13 @@ class Placement(Service):
         url = '/resource_providers'
         if required_trait:
             url += '?required=%s' % required_trait
-        return self.request('GET', url).json()['resource_providers']
+        providers, = self.get(url, 'resource_providers')
+        return providers
 
     def inventories(self, uuid):
         """``(provider generation, {resource class: inventory})``."""
-        body = self.request(
-            'GET', '/resource_providers/%s/inventories' % uuid).json()
-        return body['resource_provider_generation'], body['inventories']
+        return self.get('/resource_providers/%s/inventories' % uuid,
+                        'resource_provider_generation', 'inventories')
 
     def replace_inventories(self, uuid, generation, inventories):
         """Write a provider's whole inventory in one atomic request.
@@ -143,32 +186,47 @@ class Placement(Service):
                   'inventories': inventories})
         if response.status_code == 200:
             return True
-        errors = response.json().get('errors') or [{}]
-        if errors[0].get('code') != 'placement.concurrent_update':
-            raise self._error('PUT', url, '409 %s' % errors[0].get('title'))
+        errors, = self._values(response, 'errors')
+        error = errors[0] if errors else {}
+        if error.get('code') != 'placement.concurrent_update':
+            detail = ' '.join(str(error.get('detail')).split())
+            raise self._error('PUT', url, '409 %s' % detail.rstrip('.'))
         return False
 
     def allocations(self, uuid):
         """``{consumer uuid: {resource class: amount}}`` of a provider."""
-        body = self.request(
-            'GET', '/resource_providers/%s/allocations' % uuid).json()
+        allocations, = self.get(
+            '/resource_providers/%s/allocations' % uuid, 'allocations')
         return {consumer: allocation['resources'] for consumer, allocation
-                in body['allocations'].items()}
+                in allocations.items()}
 
 
 class Compute(Service):
 
+    name = 'compute'
     hint = ('Check that the Compute API is up and reachable with admin '
-            'credentials (--os-compute-endpoint-override for noauth).')
+            'credentials (--os-compute-endpoint-override without a service '
+            'catalog).')
 
     def __init__(self, adapter):
         super().__init__(adapter, COMPUTE_VERSION)
 
     def server(self, uuid):
         """The server, or None if the consumer is not one (a migration)."""
-        response = self.request('GET', '/servers/%s' % uuid,
-                                expected=(200, 404))
-        return response.json()['server'] if response.ok else None
+        url = '/servers/%s' % uuid
+        response = self.request('GET', url, expected=(200, 404))
+        if response.status_code == 404:
+            # Only Nova's own "not found" says that this is no server: a
+            # token endpoint without a compute override reaches placement.
+            self._values(response, 'itemNotFound')
+            return None
+        server, = self._values(response, 'server')
+        if not isinstance(server.get('flavor', {}).get('extra_specs'), dict):
+            raise self._error('GET', url, (
+                'no flavor extra specs in the answer; the policy '
+                'os_compute_api:servers:show:flavor-extra-specs must allow '
+                'this user'))
+        return server
 
 
 def fix_ratios(conf, overrides=None):

@@ -27,6 +27,7 @@ when a service cannot be used. Credentials come from nova.conf's
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import sys
 
@@ -50,6 +51,9 @@ ACTIVATE_SCHEDULER = 'nova_pcpu_ext.scheduler.activate'
 #: Seconds per request unless --timeout or [placement] timeout say.
 DEFAULT_TIMEOUT = 30.0
 
+#: The services the command talks to, as named in its options.
+SERVICES = ('placement', 'compute')
+
 CODES = {audit.WARNING: upgradecheck.Code.WARNING,
          audit.FAILURE: upgradecheck.Code.FAILURE}
 
@@ -71,15 +75,29 @@ def _ratio_override(text):
 
 
 def _add_service_arguments(parser, argv):
-    """keystoneauth's standard options; they win over nova.conf."""
-    ks_loading.register_auth_argparse_arguments(parser, argv)
-    ks_loading.register_session_argparse_arguments(parser)
-    parser.add_argument('--os-region-name', metavar='<name>',
-                        default=os.environ.get('OS_REGION_NAME'),
-                        help='Region of the cloud to use')
-    for service_type in ('placement', 'compute'):
-        ks_loading.register_service_adapter_argparse_arguments(
-            parser, service_type)
+    """keystoneauth's standard options, and endpoints per service.
+
+    Session and region options exist only with an auth type on the command
+    line or in ``OS_AUTH_TYPE``; otherwise ``[placement]`` in nova.conf
+    says all of that, and giving them is a usage error rather than ignored.
+    """
+    if ks_loading.register_auth_argparse_arguments(parser, argv):
+        ks_loading.register_session_argparse_arguments(parser)
+        # keystoneauth's default is 600 s; DEFAULT_TIMEOUT applies instead.
+        parser.set_defaults(timeout=None)
+        parser.add_argument('--os-region-name', metavar='<name>',
+                            default=os.environ.get('OS_REGION_NAME'),
+                            help='Region of the cloud to use.')
+    for service in SERVICES:
+        env = 'OS_%s_' % service.upper()
+        parser.add_argument(
+            '--os-%s-endpoint-override' % service, metavar='<url>',
+            default=os.environ.get(env + 'ENDPOINT_OVERRIDE'),
+            help='URL of the %s API instead of the catalog\'s.' % service)
+        parser.add_argument(
+            '--os-%s-interface' % service, metavar='<name>',
+            default=os.environ.get(env + 'INTERFACE'),
+            help='Catalog interface of the %s API.' % service)
 
 
 def _command_parsers(argv):
@@ -127,8 +145,11 @@ def _services(args):
                 CONF, 'placement', auth=auth)
             placement = ks_loading.load_adapter_from_conf_options(
                 CONF, 'placement', session=session, auth=auth)
-    except ks_exc.ClientException as error:
-        raise exception.InvalidConfig('credentials: %s' % error)
+    except (ks_exc.ClientException, OSError, TypeError) as error:
+        # TypeError: keystoneauth's word for a bad [placement]
+        # valid_interfaces; OSError: an unreadable certificate file.
+        raise exception.InvalidConfig(
+            '[placement] or --os-* options: %s' % error)
     if auth is None:
         raise exception.InvalidConfig(
             'no credentials: set auth_type and its options in [placement] '
@@ -136,13 +157,20 @@ def _services(args):
             'its options')
     if session.timeout is None:
         session.timeout = DEFAULT_TIMEOUT
+    try:
+        # Once, up front: a failure here is the identity service's.
+        session.get_token(auth)
+    except ks_exc.ClientException as error:
+        raise exception.ServiceError(
+            'identity: cannot authenticate: %s. Check the credentials and '
+            'the identity service they name.' % audit.reason(error))
     compute_api = ks_adapter.Adapter(
         session, auth=auth, service_type='compute',
         region_name=placement.region_name, interface=placement.interface)
-    for adapter in (placement, compute_api):
+    adapters = {'placement': placement, 'compute': compute_api}
+    for service, adapter in adapters.items():
         for setting in ('interface', 'endpoint_override'):
-            value = getattr(args, 'os_%s_%s' % (adapter.service_type,
-                                                setting))
+            value = getattr(args, 'os_%s_%s' % (service, setting))
             if value:
                 setattr(adapter, setting, value)
     return audit.Placement(placement), audit.Compute(compute_api)
@@ -194,13 +222,19 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
     def __init__(self, args):
         super().__init__()
         self._args = args
+        self._services = None
+        self._failure = None
 
     def _placement_check(self, find, what, advice):
-        try:
-            findings = find(*_services(self._args))
-        except exception.PcpuExtError as error:
-            return upgradecheck.Result(upgradecheck.Code.FAILURE, str(error))
-        return _summary(findings, what, advice)
+        # The clients, and a failure to use them, are shared by the checks:
+        # a placement that timed out once is not waited for again.
+        if self._failure is None:
+            try:
+                self._services = self._services or _services(self._args)
+                return _summary(find(*self._services), what, advice)
+            except exception.PcpuExtError as error:
+                self._failure = str(error)
+        return upgradecheck.Result(upgradecheck.Code.FAILURE, self._failure)
 
     def _check_config(self):
         problem = config_problem()
@@ -268,11 +302,15 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     CONF.register_cli_opt(cfg.SubCommandOpt(
         'command', handler=_command_parsers(argv)))
+    # Libraries' warnings (keystoneauth retrying discovery, for one) would
+    # break the one-line errors; failures are reported by this command.
+    logging.basicConfig(level=logging.ERROR, format='%(name)s: %(message)s')
     try:
         CONF(argv, project='nova', prog=PROG)
         # UpgradeCommands.check() finds --json through this module global.
         upgradecheck.CONF = CONF
         return COMMANDS[CONF.command.name](CONF.command)
-    except (exception.PcpuExtError, cfg.Error) as error:
+    except (exception.PcpuExtError, cfg.Error,
+            ks_exc.ClientException) as error:
         sys.stderr.write('%s: %s\n' % (PROG, error))
         return upgradecheck.Code.FAILURE

@@ -96,7 +96,8 @@ class Placement(object):
                   {'resource_provider_generation': 0,
                    'inventories': inventories})
         for trait in traits:
-            self.call('PUT', '/traits/%s' % trait)
+            if trait.startswith('CUSTOM_'):
+                self.call('PUT', '/traits/%s' % trait)
         if traits:
             self.call('PUT', '/resource_providers/%s/traits' % rp_uuid,
                       {'resource_provider_generation': 1,
@@ -265,7 +266,7 @@ class PlacementAuditTest(testtools.TestCase):
     def assertOneLineError(self, result, *fragments):
         self.assertEqual(2, result.returncode, result.stderr)
         self.assertEqual('', result.stdout)
-        message = result.stderr.strip().splitlines()[-1]
+        message, = result.stderr.strip().splitlines()
         self.assertTrue(message.startswith('nova-pcpu-ext-status: '),
                         message)
         for fragment in fragments:
@@ -463,6 +464,14 @@ class PlacementAuditTest(testtools.TestCase):
         self.assertOneLineError(self.status('audit', nova_conf=''),
                                 'no credentials: set auth_type')
 
+    def test_unknown_auth_type(self):
+        result = self.status('audit', nova_conf='',
+                             env={'OS_AUTH_TYPE': 'pasword'})
+
+        self.assertOneLineError(
+            result, 'nova-pcpu-ext-status: The plugin pasword could not be '
+            'found')
+
     def test_password_is_never_printed(self):
         closed = placement_server._free_port()
         result = self.status(
@@ -472,7 +481,8 @@ class PlacementAuditTest(testtools.TestCase):
             'service', '--os-user-domain-id', 'default',
             '--os-project-domain-id', 'default', nova_conf='')
 
-        self.assertOneLineError(result, 'placement: GET ')
+        self.assertOneLineError(
+            result, 'identity: cannot authenticate: cannot connect. Check ')
         self.assertNotIn('not-to-be-seen', result.stdout + result.stderr)
 
     def test_bad_ratio_option_is_a_usage_error(self):
@@ -481,6 +491,29 @@ class PlacementAuditTest(testtools.TestCase):
         self.assertEqual(2, result.returncode)
         self.assertIn("'PCPU=2.0': expected RESOURCE_CLASS=RATIO with one "
                       "of VCPU, MEMORY_MB, DISK_GB", result.stderr)
+
+    def test_session_options_need_command_line_credentials(self):
+        # With nova.conf's credentials, [placement] sets the timeout.
+        result = self.status('audit', '--timeout', '5')
+
+        self.assertEqual(2, result.returncode)
+        self.assertIn('unrecognized arguments: --timeout 5', result.stderr)
+
+    def test_compute_api_must_be_reachable_when_needed(self):
+        """A token endpoint serves placement for both services: refused."""
+        rp_uuid = self.placement.provider(
+            'compute1', {'PCPU': {'total': 2}, 'VCPU': {'total': 2}},
+            traits=['HW_CPU_HYPERTHREADING'])
+        self.placement.call('PUT', '/allocations/%s' % uuid.uuid4(), {
+            'allocations': {rp_uuid: {'resources': {'VCPU': 1}}},
+            'project_id': str(uuid.uuid4()), 'user_id': str(uuid.uuid4())})
+
+        result = self.status('audit')
+
+        self.assertOneLineError(
+            result, 'compute: GET %s/servers/' % self.server.endpoint,
+            'unexpected answer (404 without itemNotFound): is this the '
+            'compute API?')
 
 
 @ddt.ddt

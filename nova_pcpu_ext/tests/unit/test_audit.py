@@ -25,7 +25,13 @@ from nova_pcpu_ext import exception
 from nova_pcpu_ext import status
 from nova_pcpu_ext.tests.unit import base
 
-ENDPOINT = 'http://placement.example'
+ENDPOINT = 'http://api.example'
+
+
+def adapter(service_type):
+    """An adapter for a service at ENDPOINT, without authentication."""
+    return ks_adapter.Adapter(ks_session.Session(), service_type=service_type,
+                              endpoint_override=ENDPOINT)
 
 
 class FakePlacement(object):
@@ -46,7 +52,10 @@ class FakePlacement(object):
     def replace_inventories(self, uuid, generation, inventories):
         self.writes.append(inventories)
         if self.conflicts:
+            # Another writer got there first and repaired VCPU.
             self.conflicts -= 1
+            self.generation += 1
+            self.stored['VCPU']['allocation_ratio'] = 8.0
             return False
         self.generation, self.stored = generation + 1, inventories
         return True
@@ -120,11 +129,15 @@ class AuditInventoriesTest(base.TestCase):
         expected['PCPU']['allocation_ratio'] = 1.0
         self.assertEqual([expected], placement.writes)
 
-    def test_conflicts_are_retried(self):
+    def test_conflicts_are_retried_with_a_new_decision(self):
         placement = FakePlacement(self.inventories(), conflicts=2)
-        audit.audit_inventories(placement, self.RATIOS, fix=True)
+        findings = audit.audit_inventories(placement, self.RATIOS, fix=True)
         self.assertEqual(3, len(placement.writes))
-        self.assertEqual(4.0, placement.stored['VCPU']['allocation_ratio'])
+        # The other writer's VCPU ratio is kept; only PCPU was still bad.
+        self.assertEqual(8.0, placement.stored['VCPU']['allocation_ratio'])
+        self.assertEqual(1.0, placement.stored['PCPU']['allocation_ratio'])
+        self.assertEqual(['PCPU allocation_ratio 2.0 is not 1.0'],
+                         [f.problem for f in findings])
 
     def test_endless_conflicts_stop_with_nothing_written(self):
         placement = FakePlacement(self.inventories(), conflicts=99)
@@ -133,7 +146,7 @@ class AuditInventoriesTest(base.TestCase):
             self.RATIOS, fix=True)
         self.assertIn('compute1 (rp-uuid) changed during each of 5 attempts',
                       str(error))
-        self.assertEqual(self.inventories(), placement.stored)
+        self.assertEqual(2.0, placement.stored['PCPU']['allocation_ratio'])
 
     def test_error_after_fixes_says_how_many(self):
         placement = FakePlacement(self.inventories())
@@ -208,9 +221,7 @@ class ServiceErrorTest(base.TestCase):
     def setUp(self):
         super().setUp()
         self.requests = self.useFixture(rm_fixture.Fixture())
-        self.placement = audit.Placement(ks_adapter.Adapter(
-            ks_session.Session(), service_type='placement',
-            endpoint_override=ENDPOINT))
+        self.placement = audit.Placement(adapter('placement'))
 
     @ddt.unpack
     @ddt.data(
@@ -237,11 +248,37 @@ class ServiceErrorTest(base.TestCase):
         self.requests.put(
             ENDPOINT + '/resource_providers/rp/inventories', status_code=409,
             json={'errors': [{'code': 'placement.inventory.inuse',
-                              'title': 'Conflict'}]})
+                              'detail': 'Inventory for VCPU\n\n in use.'}]})
         error = self.assertRaises(
             exception.ServiceError, self.placement.replace_inventories,
             'rp', 1, {})
-        self.assertIn('409 Conflict', str(error))
+        self.assertIn(': 409 Inventory for VCPU in use. Check', str(error))
+
+    @ddt.data({'text': '<html>proxy error</html>'}, {'json': {'x': 1}})
+    def test_unexpected_answer(self, body):
+        self.requests.get(ENDPOINT + '/resource_providers', **body)
+        error = self.assertRaises(exception.ServiceError,
+                                  self.placement.providers)
+        self.assertIn('GET %s/resource_providers: unexpected answer (200 '
+                      'without resource_providers): is this the placement '
+                      'API?' % ENDPOINT, str(error))
+
+    def test_no_endpoint(self):
+        placement = audit.Placement(ks_adapter.Adapter(
+            ks_session.Session(), service_type='placement'))
+        error = self.assertRaises(exception.ServiceError,
+                                  placement.providers)
+        self.assertIn('placement: cannot find the endpoint: ',
+                      str(error))
+
+    def test_unreadable_ca_bundle(self):
+        self.requests.get(ENDPOINT + '/resource_providers',
+                          exc=OSError('Could not find a suitable TLS CA '
+                                      'certificate bundle'))
+        error = self.assertRaises(exception.ServiceError,
+                                  self.placement.providers)
+        self.assertIn(': TLS files: Could not find a suitable TLS CA',
+                      str(error))
 
     def test_generation_conflict_is_reported_to_retry(self):
         self.requests.put(
@@ -249,6 +286,38 @@ class ServiceErrorTest(base.TestCase):
             json={'errors': [{'code': 'placement.concurrent_update'}]})
         self.assertFalse(self.placement.replace_inventories('rp', 1, {}))
         self.assertEqual('placement 1.26', self.requests.last_request.headers[
+            'OpenStack-API-Version'])
+
+
+class ComputeServerTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.requests = self.useFixture(rm_fixture.Fixture())
+        self.compute = audit.Compute(adapter('compute'))
+
+    def test_nova_not_found_is_no_server(self):
+        self.requests.get(ENDPOINT + '/servers/c', status_code=404,
+                          json={'itemNotFound': {'code': 404}})
+        self.assertIsNone(self.compute.server('c'))
+
+    def test_other_not_found_is_an_error(self):
+        # What placement answers when reached instead of Nova.
+        self.requests.get(ENDPOINT + '/servers/c', status_code=404,
+                          json={'errors': [{'status': 404}]})
+        error = self.assertRaises(exception.ServiceError,
+                                  self.compute.server, 'c')
+        self.assertIn('unexpected answer (404 without itemNotFound): is '
+                      'this the compute API?', str(error))
+
+    def test_hidden_extra_specs_are_an_error(self):
+        self.requests.get(ENDPOINT + '/servers/c', json={'server': {
+            'id': 'c', 'flavor': {'original_name': 'pinned'}}})
+        error = self.assertRaises(exception.ServiceError,
+                                  self.compute.server, 'c')
+        self.assertIn('os_compute_api:servers:show:flavor-extra-specs',
+                      str(error))
+        self.assertEqual('compute 2.47', self.requests.last_request.headers[
             'OpenStack-API-Version'])
 
 
