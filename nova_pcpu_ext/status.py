@@ -203,7 +203,7 @@ def _summary(findings, what, advice):
     if not findings:
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
     worst = max(findings, key=lambda f: CODES[f.severity])
-    return upgradecheck.Result(_worst(findings), (
+    return upgradecheck.Result(CODES[worst.severity], (
         '%s: %d found, the worst on %s (%s): %s. Run %s %s.' % (
             what, len(findings), worst.provider_name,
             worst.consumer or worst.provider_uuid, worst.problem, PROG,
