@@ -113,6 +113,14 @@ class PlacementServer(fixtures.Fixture):
                 self.process.kill()
                 self.process.wait()
 
+    def request(self, method, path, body=None, version=None):
+        """One request as placement's admin; the ``requests`` response."""
+        headers = {'x-auth-token': TOKEN}
+        if version:
+            headers['openstack-api-version'] = 'placement %s' % version
+        return requests.request(method, self.endpoint + path, json=body,
+                                headers=headers, timeout=30)
+
     def configure_nova(self, conf):
         """Point Nova's report client here (``[placement]`` options)."""
         conf.set_override('auth_type', 'admin_token', group='placement')

@@ -48,7 +48,6 @@ from nova_pcpu_ext.tests.placement_server import TOKEN
 STATUS = os.path.join(sysconfig.get_path('scripts'), 'nova-pcpu-ext-status')
 ACTIVATED = ('[filter_scheduler]\navailable_filters = '
              'nova_pcpu_ext.scheduler.activate\n')
-VERSION = {'openstack-api-version': 'placement 1.26'}
 
 
 class Status(object):
@@ -78,13 +77,11 @@ class Status(object):
 class Placement(object):
     """Direct calls to placement, to seed and inspect it."""
 
-    def __init__(self, endpoint):
-        self.endpoint = endpoint
+    def __init__(self, server):
+        self.server = server
 
     def call(self, method, url, body=None):
-        response = requests.request(
-            method, self.endpoint + url, json=body,
-            headers=dict(VERSION, **{'x-auth-token': TOKEN}), timeout=30)
+        response = self.server.request(method, url, body, version='1.26')
         response.raise_for_status()
         return response.json() if response.content else None
 
@@ -179,12 +176,8 @@ class PlacementOverHttp(fixtures.Fixture):
         self.api = self
 
     def _call(self, method, url, body=None, version=None):
-        headers = {'x-auth-token': TOKEN}
-        if version:
-            headers['openstack-api-version'] = 'placement %s' % version
-        return api_client.APIResponse(requests.request(
-            method, self.server.endpoint + url, json=body, headers=headers,
-            timeout=30))
+        return api_client.APIResponse(
+            self.server.request(method, url, body, version))
 
     def get(self, url, version=None, **_kwargs):
         return self._call('GET', url, version=version)
@@ -241,7 +234,7 @@ class PlacementAuditTest(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.server = self.useFixture(placement_server.PlacementServer())
-        self.placement = Placement(self.server.endpoint)
+        self.placement = Placement(self.server)
         self.status = Status(self, self.server.endpoint)
 
     def seed_damage(self):
