@@ -78,25 +78,42 @@ def compose(stock, mixins):
                 {'__module__': __name__, '__doc__': stock.__doc__})
 
 
+def exit_on_error(activate):
+    """Call ``activate()``; on a configuration or compatibility error, stop.
+
+    The error is logged (to Nova's log file, once logging is set up) and
+    the process exits with the same one line on stderr, never a traceback.
+    """
+    try:
+        return activate()
+    except exception.PcpuExtError as error:
+        message = str(error)
+    # NOTE: outside the except block, where oslo.log would repeat the
+    # exception after the message.
+    LOG.error('%s', message)
+    sys.exit('nova-pcpu-ext: %s' % message)
+
+
 def run_nova_service(nova_cmd, activate):
     """Run a Nova service with the plugins activated.
 
-    ``activate()`` is called right after Nova has parsed its configuration,
-    before any service object is created.
+    ``activate()`` is called right after Nova has parsed its configuration
+    and logging is set up from it, before any service object is created.
 
     :param nova_cmd: a ``nova.cmd.*`` module; importing it has already
-        applied Nova's concurrency patching.
+        applied Nova's concurrency set-up.
     """
     config = nova_cmd.config
     parse_args = config.parse_args
 
     def parse_args_then_activate(*args, **kwargs):
         parse_args(*args, **kwargs)
-        try:
-            activate()
-        except exception.PcpuExtError as error:
-            LOG.error('%s', error)
-            sys.exit('nova-pcpu-ext: %s' % error)
+        # NOTE: Nova's main() sets up logging right after parsing; doing it
+        # here first sends the activation messages and errors where the
+        # operator reads the service's log. Nova's second set-up replaces
+        # the handlers with equal ones.
+        logging.setup(config.CONF, 'nova')
+        exit_on_error(activate)
 
     config.parse_args = parse_args_then_activate
     try:

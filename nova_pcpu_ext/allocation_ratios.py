@@ -123,24 +123,32 @@ class _RatioEnforcingDriver(object):
     def __getattr__(self, name):
         return getattr(self._driver, name)
 
-    def update_provider_tree(self, provider_tree, nodename, **kwargs):
+    def update_provider_tree(self, provider_tree, nodename, *args,
+                             **kwargs):
         held = _ratios_held(provider_tree, nodename)
         # Forward exactly what the resource tracker passed: it only names
         # ``allocations`` when it reshapes.
-        self._driver.update_provider_tree(provider_tree, nodename, **kwargs)
+        self._driver.update_provider_tree(provider_tree, nodename, *args,
+                                          **kwargs)
         self._enforce(provider_tree, nodename, held)
 
 
 class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
-    """Allocation ratios from config with sane defaults."""
+    """Allocation ratios from config with sane defaults.
+
+    Every override takes the parameters it needs and passes the rest on
+    unchanged.
+    """
 
     nova_symbols = (
+        ('nova.compute.resource_tracker:ResourceTracker.__init__',
+         ('self', 'host', 'driver')),
         ('nova.compute.resource_tracker:ResourceTracker._copy_resources',
-         ('self', 'compute_node', 'resources', 'initial')),
+         ('self', 'compute_node', 'resources')),
         ('nova.compute.resource_tracker:ResourceTracker._update_to_placement',
-         ('self', 'context', 'compute_node', 'startup')),
+         ('self', 'context', 'compute_node')),
         ('nova.virt.driver:ComputeDriver.update_provider_tree',
-         ('self', 'provider_tree', 'nodename', 'allocations')),
+         ('self', 'provider_tree', 'nodename')),
     )
 
     @classmethod
@@ -151,9 +159,9 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
                 LOG.warning('[DEFAULT] %s = 0.0 means unset: the default '
                             'applies.', option)
 
-    def __init__(self, host, driver, reportclient=None):
-        super().__init__(host, driver, reportclient=reportclient)
-        self.driver = _RatioEnforcingDriver(driver, self._enforce_ratios)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.driver = _RatioEnforcingDriver(self.driver, self._enforce_ratios)
         # nodename -> {resource class: ratio} last sent to placement
         self._placement_ratios = {}
 
@@ -176,14 +184,14 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
         for rc, stem, _default in RATIOS:
             setattr(compute_node, '%s_allocation_ratio' % stem, ratios[rc])
 
-    def _copy_resources(self, compute_node, resources, initial=False):
-        super()._copy_resources(compute_node, resources, initial=initial)
+    def _copy_resources(self, compute_node, resources, *args, **kwargs):
+        super()._copy_resources(compute_node, resources, *args, **kwargs)
         nodename = resources['hypervisor_hostname']
         self._set_compute_node_ratios(compute_node, configured_ratios(
             CONF, self._placement_ratios.get(nodename)))
 
-    def _update_to_placement(self, context, compute_node, startup):
-        super()._update_to_placement(context, compute_node, startup)
+    def _update_to_placement(self, context, compute_node, *args, **kwargs):
+        super()._update_to_placement(context, compute_node, *args, **kwargs)
         # The ComputeNode follows what was just sent to placement, so the
         # NUMA filter and weighers see the same capacity as placement.
         ratios = self._placement_ratios.get(compute_node.hypervisor_hostname)

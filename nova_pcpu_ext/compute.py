@@ -12,8 +12,8 @@
 
 """Activation of the compute plugins.
 
-Run ``nova-pcpu-ext-compute`` instead of ``nova-compute``, with the same
-arguments. ``ComputeManager.__init__`` looks up
+``nova-pcpu-ext-compute`` (:mod:`nova_pcpu_ext.cmd.compute`) runs
+nova-compute with them. ``ComputeManager.__init__`` looks up
 ``resource_tracker.ResourceTracker`` and ``report.SchedulerReportClient``
 when the service is created, so replacing them (and wrapping the methods
 plugins ask for) right after Nova parses its configuration takes effect
@@ -52,7 +52,7 @@ def check_plugins():
     return by_class
 
 
-def activate():
+def activate_plugins():
     """Activate the compute plugins named in ``[pcpu_ext]``.
 
     Idempotent. Raises a :class:`~nova_pcpu_ext.exception.PcpuExtError`
@@ -62,6 +62,7 @@ def activate():
         if activation.is_active('compute'):
             return
         by_class = check_plugins()
+        compat.warn_if_untested()
         all_mixins = [m for mixins in by_class.values() for m in mixins]
         # Everything was checked first: a failure leaves Nova untouched.
         # Wrappers go on Nova's own classes, before any subclass is made.
@@ -74,9 +75,3 @@ def activate():
             activation.patch(owner, name, activation.compose(
                 getattr(owner, name), mixins))
         activation.mark_active('compute')
-
-
-def main():
-    """``nova-pcpu-ext-compute``: nova-compute with the plugins on."""
-    from nova.cmd import compute as nova_compute
-    activation.run_nova_service(nova_compute, activate)

@@ -29,11 +29,21 @@ plugin_opts = [
         'request_filters',
         default=['isolate_vcpu_fallback'],
         help="""
-Request filters the scheduler consults for every placement query.
+Request filters nova-scheduler consults for the placement queries of pinned
+requests.
+
+The filters see every request that goes through ``select_destinations``
+(boots, rebuilds to a new image, resizes, cold and live migrations,
+evacuations and unshelves) whose flavor or image asks for dedicated CPUs,
+and decide whether Nova makes its VCPU fallback query and what it asks.
+Unpinned requests and ``[workarounds] disable_fallback_pcpu_query = True``
+make no fallback query, so the filters are not consulted.
 
 Names of entry points in the ``nova_pcpu_ext.request_filters`` namespace,
 applied in the order given. An empty list leaves Nova's placement queries
 untouched. An unknown name stops nova-scheduler at startup.
+
+Changing this option takes effect when the service restarts.
 
 Related options:
 
@@ -49,6 +59,8 @@ Names of entry points in the ``nova_pcpu_ext.resource_tracker`` namespace;
 the first name is outermost in the method resolution order. An empty list
 leaves Nova's resource tracker untouched. An unknown name stops nova-compute
 at startup.
+
+Changing this option takes effect when the service restarts.
 """),
     cfg.StrOpt(
         'report_client',
@@ -59,6 +71,8 @@ Report client wrapper nova-compute uses to talk to placement.
 Name of an entry point in the ``nova_pcpu_ext.report_client`` namespace, or
 an empty value to keep Nova's own report client. An unknown name stops
 nova-compute at startup.
+
+Changing this option takes effect when the service restarts.
 """),
 ]
 
@@ -68,13 +82,17 @@ report_client_opts = [
         default=5.0,
         min=0.0,
         help="""
-Log a warning when an operation of nova-compute waits longer than this for
-the lock of a provider tree, with the operation holding it.
+Log a warning when an operation of nova-compute has waited this long for
+the lock of a provider tree, naming the operation holding it, while it is
+still waiting.
 
 The ``serialized`` report client runs every read-modify-write of its cached
 provider trees (the resource tracker's update, compute status changes,
-cache invalidation) under one re-entrant lock per root provider. Long waits
-show contention, for example a slow placement.
+cache invalidation) under one re-entrant lock per root provider, granted
+in the order asked. Long waits show contention, for example a slow
+placement.
+
+Changing this option takes effect when the service restarts.
 
 Related options:
 
@@ -96,18 +114,25 @@ request_filter_opts = [
         ],
         help="""
 What the ``isolate_vcpu_fallback`` request filter does with the VCPU
-fallback query of a request that forbids the ``HW_CPU_HYPERTHREADING`` trait
-(``hw:cpu_thread_policy=isolate`` or ``trait:HW_CPU_HYPERTHREADING=
-forbidden``).
+fallback query of a request with the ``isolate`` CPU thread policy
+(``hw:cpu_thread_policy=isolate`` in the flavor or
+``hw_cpu_thread_policy=isolate`` in the image).
 
-Nova asks placement for ``PCPU`` first and, for pinned requests, a second
-time for ``VCPU`` so that hosts still configured with ``vcpu_pin_set`` can
-be used. That second query does not carry the forbidden trait, so a
-hyperthreaded host configured with ``[compute] cpu_dedicated_set`` can be
-chosen for an instance that must not run on hyperthreads (Nova bug 1889633).
+Nova asks placement for ``PCPU`` without the ``HW_CPU_HYPERTHREADING``
+trait first and, for pinned requests, a second time for ``VCPU`` so that
+hosts still configured with ``vcpu_pin_set`` can be used. For ``isolate``
+that second query does not forbid the trait, so a hyperthreaded host
+configured with ``[compute] cpu_dedicated_set`` is a candidate that Nova
+only rejects late, in its NUMA fitting (Nova bug 1889633). An explicit
+``trait:HW_CPU_HYPERTHREADING=forbidden`` is carried by both queries, and
+the filter leaves such requests alone.
 
 Use ``drop`` once no legacy host should take ``isolate`` instances; use
-``forbid_trait`` while legacy hosts without hyperthreads still must.
+``forbid_trait`` while legacy hosts without hyperthreads still must. With
+either, an ``isolate`` instance on a legacy host with hyperthreads can only
+move (migrate, evacuate, unshelve) to a host without hyperthreads.
+
+Changing this option takes effect when the service restarts.
 
 Related options:
 
@@ -137,7 +162,10 @@ of ``VCPU``, ``MEMORY_MB`` and ``DISK_GB`` is, on every resource update:
 #. otherwise 4.0 for ``VCPU`` and 1.0 for ``MEMORY_MB`` and ``DISK_GB``.
 
 ``0.0`` means unset. With this option off, unsetting a ratio goes back to
-the default. ``PCPU`` always has the ratio 1.0.
+the default, and a ratio set through the placement API is overwritten on
+the next update. ``PCPU`` always has the ratio 1.0.
+
+Changing this option takes effect when the service restarts.
 
 Related options:
 

@@ -12,15 +12,17 @@
 
 """Request filter ``isolate_vcpu_fallback`` (Nova bug 1889633).
 
-A request that forbids ``HW_CPU_HYPERTHREADING`` asks placement for
+A pinned request with the ``isolate`` CPU thread policy asks placement for
 ``PCPU`` without hyperthreaded hosts; Nova's VCPU fallback query then asks
-again without the forbidden trait, and a hyperthreaded host configured with
-``cpu_dedicated_set`` can be picked for an instance that must not run on
-hyperthreads. This filter drops that fallback query (``drop``) or makes it
-forbid the trait too (``forbid_trait``).
-"""
+again without that forbidden trait, so a hyperthreaded host configured with
+``cpu_dedicated_set`` is a candidate for an instance that must not run on
+hyperthreads. Nova rejects it late, in its NUMA fitting; this filter drops
+that fallback query (``drop``) or makes it forbid the trait too
+(``forbid_trait``), so placement never offers such a host.
 
-import re
+An explicit ``trait:HW_CPU_HYPERTHREADING=forbidden`` extra spec is carried
+by both of Nova's queries already, so such requests are left alone.
+"""
 
 import nova.conf
 from nova import objects
@@ -35,30 +37,20 @@ CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
-_TRAIT_KEY = re.compile(r'^trait[a-zA-Z0-9_-]*:%s$' % HYPERTHREADING)
 
 
-def forbids_hyperthreading(spec_obj):
-    """Whether the flavor or image of the request forbids hyperthreads.
-
-    Either through the ``isolate`` CPU thread policy (flavor extra spec or
-    image property) or an explicit ``trait[$S]:HW_CPU_HYPERTHREADING=
-    forbidden`` flavor extra spec.
-    """
-    flavor = spec_obj.flavor
+def requests_isolate(spec_obj):
+    """Whether the flavor or image asks for the isolate thread policy."""
     if 'image' in spec_obj and spec_obj.image:
         image = spec_obj.image
     else:
         image = objects.ImageMeta(properties=objects.ImageMetaProps())
-    if (hardware.get_cpu_thread_policy_constraint(flavor, image) ==
-            fields.CPUThreadAllocationPolicy.ISOLATE):
-        return True
-    return any(_TRAIT_KEY.match(key) and value == 'forbidden'
-               for key, value in flavor.get('extra_specs', {}).items())
+    return (hardware.get_cpu_thread_policy_constraint(spec_obj.flavor, image)
+            == fields.CPUThreadAllocationPolicy.ISOLATE)
 
 
 class IsolateVcpuFallbackFilter(plugins.RequestFilter):
-    """No VCPU fallback for requests that forbid hyperthreads."""
+    """No VCPU fallback query without the trait for isolate requests."""
 
     nova_symbols = (
         ('nova.virt.hardware:get_cpu_thread_policy_constraint',
@@ -71,12 +63,13 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
     def _acts(mode, spec_obj):
         """Whether the filter acts on this request in this mode."""
         return (CONF.pcpu_ext.isolate_fallback_mode == mode and
-                forbids_hyperthreading(spec_obj))
+                requests_isolate(spec_obj))
 
     @staticmethod
     def _log(context, spec_obj, decision):
-        LOG.info('Request %(request)s for instance %(instance)s forbids '
-                 '%(trait)s: %(decision)s',
+        LOG.info('Request %(request)s for instance %(instance)s asks for '
+                 'the isolate CPU thread policy, which forbids %(trait)s: '
+                 '%(decision)s',
                  {'request': getattr(context, 'request_id', None),
                   'instance': spec_obj.instance_uuid,
                   'trait': HYPERTHREADING, 'decision': decision})

@@ -37,7 +37,8 @@ LOG = logging.getLogger(__name__)
 # NOTE: SchedulerManager.select_destinations looks this function up through
 # its module on every request (Train to 2026.2), calling it once with
 # enable_pinning_translate=True and, when ResourceRequest.
-# cpu_pinning_requested is set, once more with False for the VCPU fallback.
+# cpu_pinning_requested is set and [workarounds] disable_fallback_pcpu_query
+# is not, once more with False for the VCPU fallback.
 NOVA_SYMBOLS = (
     ('nova.scheduler.utils:resources_from_request_spec',
      ('ctxt', 'spec_obj', 'host_manager', 'enable_pinning_translate')),
@@ -45,14 +46,24 @@ NOVA_SYMBOLS = (
      ('self', 'ident')),
     ('nova.scheduler.manager:SchedulerManager.select_destinations', None),
 )
+#: Names the source of a symbol must mention, for what signatures miss
+#: (select_destinations itself is wrapped by a decorator that hides it).
+NOVA_SOURCE_USES = (
+    ('nova.scheduler.manager', ('resources_from_request_spec',
+                                'cpu_pinning_requested',
+                                'disable_fallback_pcpu_query')),
+    ('nova.scheduler.utils:ResourceRequest.__init__',
+     ('self.cpu_pinning_requested',)),
+)
 
 
 def _with_request_filters(stock, request_filters):
     @functools.wraps(stock)
     def resources_from_request_spec(ctxt, spec_obj, host_manager,
-                                    enable_pinning_translate=True):
+                                    enable_pinning_translate=True,
+                                    *args, **kwargs):
         resources = stock(ctxt, spec_obj, host_manager,
-                          enable_pinning_translate=enable_pinning_translate)
+                          enable_pinning_translate, *args, **kwargs)
         if not enable_pinning_translate:
             for request_filter in request_filters:
                 resources = request_filter.fallback_request(
@@ -77,13 +88,17 @@ def check_plugins():
     request_filters = plugins.load_request_filters()
     if request_filters:
         compat.require_all(NOVA_SYMBOLS)
+        for symbol, names in NOVA_SOURCE_USES:
+            compat.require_source(symbol, names)
+        compat.require_option(CONF, 'workarounds',
+                              'disable_fallback_pcpu_query')
         for request_filter in request_filters:
             compat.require_all(request_filter.nova_symbols)
     return request_filters
 
 
-def activate():
-    """Activate the scheduler plugins; return our host filter classes.
+def activate_plugins():
+    """Activate the scheduler plugins named in ``[pcpu_ext]``.
 
     Idempotent. Raises a :class:`~nova_pcpu_ext.exception.PcpuExtError`
     subclass on bad configuration or an unsupported Nova.
@@ -92,18 +107,22 @@ def activate():
 
     with activation.lock:
         if activation.is_active('scheduler'):
-            return []
+            return
         request_filters = check_plugins()
+        compat.warn_if_untested()
         if request_filters:
             activation.patch(
                 utils, 'resources_from_request_spec',
                 _with_request_filters(utils.resources_from_request_spec,
                                       request_filters))
         activation.mark_active('scheduler')
+
+
+def activate():
+    """The ``available_filters`` entry: activate, return no host filter.
+
+    A configuration or compatibility error stops nova-scheduler with one
+    line naming what to fix, as the console script does.
+    """
+    activation.exit_on_error(activate_plugins)
     return []
-
-
-def main():
-    """``nova-pcpu-ext-scheduler``: nova-scheduler with the plugins on."""
-    from nova.cmd import scheduler as nova_scheduler
-    activation.run_nova_service(nova_scheduler, activate)

@@ -18,19 +18,19 @@ its own and the report client not at all, so read-modify-write sequences
 interleave: a status update made between the resource tracker's snapshot
 and its flush is silently undone by the flush.
 
-Here every read-modify-write of the cache runs under a re-entrant lock of
-the root provider tree it concerns: the resource tracker's whole
-snapshot-to-flush, the compute status update, invalidation and deletion,
-and the report client's own mutators. Trees are independent in placement
-(an ironic compute owns one tree per node), so they do not queue behind
-each other. Clearing the whole cache takes each tree's lock in turn, so it
-never pulls a tree from under a flush.
+Here every read-modify-write of the cache runs under the lock of the root
+provider tree it concerns: the resource tracker's whole snapshot-to-flush,
+the compute status update, invalidation and deletion, and the report
+client's own mutators. Trees are independent in placement (an ironic
+compute owns one tree per node), so they do not queue behind each other.
 """
 
+import collections
 import contextlib
 import functools
 import threading
 import time
+import weakref
 
 import nova.conf
 from nova import exception as nova_exception
@@ -62,19 +62,72 @@ _INVALIDATED_BY_NOVA = (
 
 
 class _TreeLock(object):
-    """A re-entrant lock that knows what its holder is doing."""
+    """A lock granted first come, first served.
+
+    A status update queued behind a periodic update gets the tree next, not
+    after whichever thread happens to wake first.
+    """
 
     def __init__(self):
-        self.lock = threading.RLock()
+        self._cond = threading.Condition(threading.Lock())
+        self._queue = collections.deque()
+        self._locked = False
+        #: What the holding thread is doing.
         self.operation = None
+
+    def acquire(self, operation, warn_after, warn):
+        """Take the lock; call ``warn(holder)`` once past ``warn_after``.
+
+        :returns: whether it warned.
+        """
+        me = object()
+        deadline = time.monotonic() + warn_after
+        warned = False
+        with self._cond:
+            self._queue.append(me)
+            while self._locked or self._queue[0] is not me:
+                if warned:
+                    self._cond.wait()
+                elif not self._cond.wait(max(0, deadline - time.monotonic())):
+                    warn(self.operation)
+                    warned = True
+            self._queue.popleft()
+            self._locked, self.operation = True, operation
+        return warned
+
+    def release(self):
+        with self._cond:
+            self._locked, self.operation = False, None
+            self._cond.notify_all()
 
 
 class ProviderLocks(object):
-    """One :class:`_TreeLock` per root provider UUID."""
+    """One :class:`_TreeLock` per root provider UUID, while in use.
+
+    Re-entrant: a thread holding a tree may ask for it again. The table
+    holds locks weakly: the lock of a tree that no thread holds or waits
+    for is gone. A thread holding several trees takes them in one global
+    order (sorted UUIDs), so two threads never wait for each other.
+    """
 
     def __init__(self):
         self._guard = threading.Lock()
-        self._locks = {}
+        self._locks = weakref.WeakValueDictionary()
+        # per thread: .held, roots in the order taken; .deferred, calls
+        # waiting until the thread holds no tree
+        self._local = threading.local()
+
+    def held(self):
+        """Root UUIDs whose locks the calling thread holds."""
+        if not hasattr(self._local, 'held'):
+            self._local.held = []
+            self._local.deferred = []
+        return self._local.held
+
+    def holder(self, root_uuid):
+        """The operation holding a tree's lock, or None."""
+        tree_lock = self._locks.get(root_uuid)
+        return tree_lock.operation if tree_lock is not None else None
 
     def _lock(self, root_uuid):
         with self._guard:
@@ -83,34 +136,71 @@ class ProviderLocks(object):
                 tree_lock = self._locks[root_uuid] = _TreeLock()
             return tree_lock
 
-    def _acquire(self, root_uuid, operation):
+    @contextlib.contextmanager
+    def _hold_one(self, root_uuid, operation):
+        held = self.held()
+        if root_uuid in held:
+            yield
+            return
         tree_lock = self._lock(root_uuid)
-        if not tree_lock.lock.acquire(blocking=False):
-            holder = tree_lock.operation
-            started = time.monotonic()
-            tree_lock.lock.acquire()
-            waited = time.monotonic() - started
-            if waited >= CONF.pcpu_ext.provider_lock_warn_seconds:
-                LOG.warning('%(operation)s waited %(waited).3fs for provider '
-                            'tree %(root)s, held by %(holder)s.',
-                            {'operation': operation, 'waited': waited,
-                             'root': root_uuid, 'holder': holder})
-        outer = tree_lock.operation
-        tree_lock.operation = tree_lock.operation or operation
-        return tree_lock, outer
+        started = time.monotonic()
+
+        def warn(holder):
+            LOG.warning('%(operation)s has waited %(waited).1fs for '
+                        'provider tree %(root)s, held by %(holder)s; still '
+                        'waiting.', {'operation': operation,
+                                     'waited': time.monotonic() - started,
+                                     'root': root_uuid, 'holder': holder})
+
+        if tree_lock.acquire(operation,
+                             CONF.pcpu_ext.provider_lock_warn_seconds, warn):
+            LOG.info('%(operation)s got provider tree %(root)s after '
+                     '%(waited).1fs.', {'operation': operation,
+                                        'root': root_uuid,
+                                        'waited': time.monotonic() - started})
+        held.append(root_uuid)
+        try:
+            yield
+        finally:
+            held.remove(root_uuid)
+            tree_lock.release()
 
     @contextlib.contextmanager
     def hold(self, root_uuids, operation):
-        """Hold the locks of these trees, taken in a fixed order."""
-        held = []
+        """Hold the locks of these trees, taken in the global order."""
         try:
-            for root_uuid in sorted(set(root_uuids)):
-                held.append(self._acquire(root_uuid, operation))
-            yield
+            with contextlib.ExitStack() as stack:
+                for root_uuid in sorted(set(root_uuids)):
+                    stack.enter_context(self._hold_one(root_uuid, operation))
+                yield
         finally:
-            for tree_lock, outer in reversed(held):
-                tree_lock.operation = outer
-                tree_lock.lock.release()
+            if not self.held():
+                deferred, self._local.deferred = self._local.deferred, []
+                for call in deferred:
+                    call()
+
+    def call_in_order(self, root_uuid, call):
+        """Call ``call``, which takes one tree's lock, in the global order.
+
+        A thread holding other trees could deadlock by waiting for this
+        one, so then the call waits until the thread holds no tree.
+        """
+        held = self.held()
+        if held and root_uuid not in held:
+            self._local.deferred.append(call)
+        else:
+            call()
+
+
+def _snapshots_whole_cache():
+    """Whether the resource tracker snapshots the whole provider cache.
+
+    Nova 2024.1 does, not only the tree of the node it updates: then every
+    cached tree takes part in the update.
+    """
+    from nova.scheduler.client import report
+    return not hasattr(report.SchedulerReportClient,
+                       'get_provider_subtree_and_ensure_root')
 
 
 def serialize_update(stock):
@@ -118,22 +208,18 @@ def serialize_update(stock):
 
     The whole snapshot-to-flush of one compute node is one tree operation.
     """
-    from nova.scheduler.client import report
-    # NOTE: older Nova snapshots and flushes the whole provider cache, not
-    # only the node's own tree: then every cached tree takes part.
-    whole_cache = not hasattr(report.SchedulerReportClient,
-                              'get_provider_subtree_and_ensure_root')
+    whole_cache = _snapshots_whole_cache()
 
     @functools.wraps(stock)
-    def _update_to_placement(self, context, compute_node, startup):
+    def _update_to_placement(self, context, compute_node, *args, **kwargs):
         client = self.reportclient
-        roots = [compute_node.uuid]
+        roots = [client.root_of(compute_node.uuid)]
         if whole_cache:
             roots += [root.uuid for root in list(client._provider_tree.roots)]
         with client.provider_locks.hold(
                 roots, 'resource tracker update of %s' %
                 compute_node.hypervisor_hostname):
-            return stock(self, context, compute_node, startup)
+            return stock(self, context, compute_node, *args, **kwargs)
     return _update_to_placement
 
 
@@ -144,16 +230,19 @@ def serialize_status_update(stock):
     conflict is retried with a fresh read of the traits.
     """
     @functools.wraps(stock)
-    def update_compute_provider_status(self, context, rp_uuid, enabled):
+    def update_compute_provider_status(self, context, rp_uuid, *args,
+                                       **kwargs):
         client = self.reportclient
         for attempt in range(1, STATUS_ATTEMPTS + 1):
             with client.provider_lock(rp_uuid, 'compute status update'):
-                # The traits are written back to the cache: after a cache
-                # clear, load the tree first rather than fail on it.
-                if not client._provider_tree.exists(rp_uuid):
+                # Nova writes the traits back to the cache: after a cache
+                # clear, load the tree first. A provider missing from
+                # placement is left to Nova, which logs it; never create it.
+                if (not client._provider_tree.exists(rp_uuid) and
+                        client.get_providers_in_tree(context, rp_uuid)):
                     client._ensure_resource_provider(context, rp_uuid)
                 try:
-                    return stock(self, context, rp_uuid, enabled)
+                    return stock(self, context, rp_uuid, *args, **kwargs)
                 except nova_exception.ResourceProviderUpdateConflict:
                     if attempt == STATUS_ATTEMPTS:
                         raise
@@ -165,23 +254,32 @@ def serialize_status_update(stock):
 
 
 class SerializedReportClientMixin(plugins.ReportClientMixin):
-    """Serializes every read-modify-write of the provider cache."""
+    """Serializes every read-modify-write of the provider cache.
+
+    Every override takes the parameters it needs and passes the rest on
+    unchanged.
+    """
 
     nova_symbols = (
         (_CLIENT + 'update_from_provider_tree',
-         ('self', 'context', 'new_tree', 'allocations')),
+         ('self', 'context', 'new_tree')),
         (_CLIENT + 'get_provider_tree_and_ensure_root',
          ('self', 'context', 'rp_uuid')),
+        (_CLIENT + 'get_providers_in_tree', ('self', 'context', 'uuid')),
         (_CLIENT + 'clear_provider_cache', ('self', 'init')),
         (_CLIENT + '_clear_provider_cache_for_tree', ('self', 'rp_uuid')),
         (_CLIENT + '_ensure_resource_provider',
          ('self', 'context', 'uuid', 'name', 'parent_provider_uuid')),
+        (_CLIENT + 'set_inventory_for_provider',
+         ('self', 'context', 'rp_uuid')),
         (_CLIENT + 'set_traits_for_provider', ('self', 'context', 'rp_uuid')),
+        (_CLIENT + 'set_aggregates_for_provider',
+         ('self', 'context', 'rp_uuid')),
         (_CLIENT + 'invalidate_resource_provider', ('self', 'name_or_uuid')),
         (_CLIENT + 'delete_resource_provider',
          ('self', 'context', 'compute_node')),
-        (_RT_UPDATE, ('self', 'context', 'compute_node', 'startup')),
-        (_STATUS_UPDATE, ('self', 'context', 'rp_uuid', 'enabled')),
+        (_RT_UPDATE, ('self', 'context', 'compute_node')),
+        (_STATUS_UPDATE, ('self', 'context', 'rp_uuid')),
     )
 
     method_wrappers = {
@@ -191,9 +289,11 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
 
     def __init__(self, *args, **kwargs):
         self.provider_locks = ProviderLocks()
+        # per thread: .failed, roots whose write failed in the current flush
+        self._flush = threading.local()
         super().__init__(*args, **kwargs)
 
-    def _root_of(self, name_or_uuid):
+    def root_of(self, name_or_uuid):
         """The root UUID of the cached tree holding a provider, or itself."""
         try:
             return self._provider_tree.get_provider_uuids_in_tree(
@@ -201,42 +301,73 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
         except ValueError:
             return name_or_uuid
 
+    @contextlib.contextmanager
     def provider_lock(self, name_or_uuid, operation):
-        """Hold the lock of the tree of one provider."""
-        return self.provider_locks.hold([self._root_of(name_or_uuid)],
-                                        operation)
+        """Hold the lock of the tree of one provider.
+
+        The lock is named by the tree's root UUID, whether the caller names
+        the provider or a child by name or UUID. If the tree changed while
+        waiting, the lock of the tree the provider is in now is taken.
+        """
+        root_uuid = self.root_of(name_or_uuid)
+        while True:
+            with self.provider_locks.hold([root_uuid], operation):
+                current = self.root_of(name_or_uuid)
+                if current == root_uuid:
+                    yield
+                    return
+            root_uuid = current
+
+    @contextlib.contextmanager
+    def _writing(self, rp_uuid, operation):
+        """Hold a provider's tree lock; note the tree if the write fails."""
+        with self.provider_lock(rp_uuid, operation):
+            try:
+                yield
+            except Exception:
+                failed = getattr(self._flush, 'failed', None)
+                if failed is not None:
+                    failed.add(self.root_of(rp_uuid))
+                raise
 
     # Cache-wide: each tree in turn, so no flush loses its tree midway.
 
-    def clear_provider_cache(self, init=False):
+    def clear_provider_cache(self, init=False, *args, **kwargs):
         if init:
-            return super().clear_provider_cache(init=True)
+            return super().clear_provider_cache(init, *args, **kwargs)
         LOG.info("Clearing the report client's provider cache.")
         for root in list(self._provider_tree.roots):
-            self._clear_provider_cache_for_tree(root.uuid)
+            # NOTE: called inside a flush (a failed reshape), the trees this
+            # thread does not hold are cleared once it holds none.
+            self.provider_locks.call_in_order(root.uuid, functools.partial(
+                self._clear_provider_cache_for_tree, root.uuid))
         self._association_refresh_time = {}
 
-    # The flush: a failure leaves the trees invalidated, not half-updated,
-    # so the next update rebuilds them from placement.
+    # The flush: a failure leaves the trees it could not write invalidated,
+    # not half-updated, so the next update rebuilds them from placement.
 
-    def update_from_provider_tree(self, context, new_tree, allocations=None):
+    def update_from_provider_tree(self, context, new_tree, *args, **kwargs):
         roots = [root.uuid for root in new_tree.roots]
         with self.provider_locks.hold(roots, 'provider tree flush'):
+            self._flush.failed = set()
             try:
                 return super().update_from_provider_tree(
-                    context, new_tree, allocations=allocations)
+                    context, new_tree, *args, **kwargs)
             except _INVALIDATED_BY_NOVA:
                 raise
             except Exception as error:
+                failed = sorted(self._flush.failed or roots)
                 LOG.warning('Flushing provider trees %(roots)s to placement '
                             'failed (%(error)s); they are rebuilt from '
                             'placement on the next update.',
-                            {'roots': ', '.join(roots), 'error': error})
-                for root_uuid in roots:
+                            {'roots': ', '.join(failed), 'error': error})
+                for root_uuid in failed:
                     self._clear_provider_cache_for_tree(root_uuid)
                 raise
+            finally:
+                self._flush.failed = None
 
-    # Tree-scoped mutators of the cache.
+    # Tree-scoped operations on the cache.
 
     def get_provider_tree_and_ensure_root(self, context, rp_uuid, *args,
                                           **kwargs):
@@ -251,16 +382,15 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
                 context, rp_uuid, *args, **kwargs)
 
     def _ensure_resource_provider(self, context, uuid, name=None,
-                                  parent_provider_uuid=None):
-        with self.provider_lock(parent_provider_uuid or uuid,
-                                'provider ensure'):
+                                  parent_provider_uuid=None, *args, **kwargs):
+        with self._writing(parent_provider_uuid or uuid, 'provider ensure'):
             return super()._ensure_resource_provider(
-                context, uuid, name=name,
-                parent_provider_uuid=parent_provider_uuid)
+                context, uuid, name, parent_provider_uuid, *args, **kwargs)
 
-    def _clear_provider_cache_for_tree(self, rp_uuid):
+    def _clear_provider_cache_for_tree(self, rp_uuid, *args, **kwargs):
         with self.provider_lock(rp_uuid, 'tree invalidation'):
-            return super()._clear_provider_cache_for_tree(rp_uuid)
+            return super()._clear_provider_cache_for_tree(
+                rp_uuid, *args, **kwargs)
 
     def invalidate_resource_provider(self, name_or_uuid, *args, **kwargs):
         with self.provider_lock(name_or_uuid, 'provider invalidation'):
@@ -274,16 +404,16 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
                 context, compute_node, *args, **kwargs)
 
     def set_inventory_for_provider(self, context, rp_uuid, *args, **kwargs):
-        with self.provider_lock(rp_uuid, 'inventory update'):
+        with self._writing(rp_uuid, 'inventory update'):
             return super().set_inventory_for_provider(
                 context, rp_uuid, *args, **kwargs)
 
     def set_traits_for_provider(self, context, rp_uuid, *args, **kwargs):
-        with self.provider_lock(rp_uuid, 'traits update'):
+        with self._writing(rp_uuid, 'traits update'):
             return super().set_traits_for_provider(
                 context, rp_uuid, *args, **kwargs)
 
     def set_aggregates_for_provider(self, context, rp_uuid, *args, **kwargs):
-        with self.provider_lock(rp_uuid, 'aggregates update'):
+        with self._writing(rp_uuid, 'aggregates update'):
             return super().set_aggregates_for_provider(
                 context, rp_uuid, *args, **kwargs)

@@ -111,7 +111,7 @@ class ExtensionTestBase(libvirt_base.ServersTestBase):
 
     ``extension`` chooses, per test class or per scenario; the scheduler is
     activated from nova.conf exactly as operators do, the compute side
-    through :func:`nova_pcpu_ext.compute.activate`, before any compute
+    through :func:`nova_pcpu_ext.compute.activate_plugins`, before any compute
     service starts.
     """
 
@@ -125,7 +125,7 @@ class ExtensionTestBase(libvirt_base.ServersTestBase):
         # Spy on Nova's own class, before the extension may subclass it.
         self.placement_queries = self._spy_allocation_candidates()
         if self.extension:
-            compute.activate()
+            compute.activate_plugins()
 
     def _setup_scheduler_service(self):
         if self.extension:

@@ -112,8 +112,16 @@ class DisableDuringUpdate(_Scenario):
         rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
                                   dedicated='0-1', shared='2-3')
         self.race_disable_with_flush()
+        after_race = self.disabled_trait(rp_uuid)
+        # Nova re-syncs the trait from the service record on the next
+        # periodic update ([DEFAULT] update_resources_interval).
+        self.periodic()
+        self.record(disabled_trait_in_placement=after_race,
+                    after_next_periodic=self.disabled_trait(rp_uuid))
+
+    def disabled_trait(self, rp_uuid):
         kept = 'COMPUTE_STATUS_DISABLED' in self.traits(rp_uuid)
-        self.record(disabled_trait_in_placement='kept' if kept else 'LOST')
+        return 'kept' if kept else 'LOST'
 
 
 #: (scenario, [(variant label, extension on, strip Nova's late check)])

@@ -181,6 +181,6 @@ class StartupErrorTest(base.ExtensionTestBase):
                               ('initial_disk_allocation_ratio', 'inf')):
             self.flags(**{option: float(value)})
             error = self.assertRaises(exception.InvalidConfig,
-                                      compute.activate)
+                                      compute.activate_plugins)
             self.assertIn('[DEFAULT] %s = %s' % (option, value), str(error))
             self.flags(**{option: None})

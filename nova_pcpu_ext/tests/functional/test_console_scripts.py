@@ -16,31 +16,72 @@ import os
 import subprocess
 import sys
 import sysconfig
+import time
 
 import fixtures
+import testscenarios
 import testtools
 
 BIN = sysconfig.get_path('scripts')
+#: Nova's warning for modules imported before eventlet's monkey patching.
+IMPORT_ORDER_WARNING = 'imported prior to eventlet monkey patching'
+BAD_REQUEST_FILTER = ('[pcpu_ext] request_filters: unknown plugin isolate; '
+                      'installed in nova_pcpu_ext.request_filters: '
+                      'isolate_vcpu_fallback')
 
 
-class ConsoleScriptTest(testtools.TestCase):
+class _ScriptTestBase(testtools.TestCase):
 
-    def run_script(self, name, *args, nova_conf=''):
-        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                            'nova.conf')
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.log_file = os.path.join(self.dir, 'service.log')
+
+    def _command(self, name, nova_conf, eventlet):
+        path = os.path.join(self.dir, 'nova.conf')
         with open(path, 'w') as conf:
             conf.write(nova_conf)
-        env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING='1')
+        env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING=(
+            '0' if eventlet else '1'))
+        return [os.path.join(BIN, name), '--config-file', path], env
+
+    def run_script(self, name, *args, nova_conf='', eventlet=False):
+        command, env = self._command(name, nova_conf, eventlet)
         return subprocess.run(
-            [os.path.join(BIN, name), '--config-file', path] + list(args),
-            capture_output=True, text=True, timeout=120, env=env,
-            stdin=subprocess.DEVNULL)
+            command + list(args), capture_output=True, text=True,
+            timeout=120, env=env, stdin=subprocess.DEVNULL)
+
+    def start_service(self, name, nova_conf, eventlet):
+        """Start a service that waits for a conductor; killed at cleanup."""
+        command, env = self._command(name, nova_conf, eventlet)
+        process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(process.wait, 30)
+        self.addCleanup(process.kill)
+        return process
+
+    def read_log(self, until, seconds=60):
+        """The service's log file, once it holds ``until`` (or in time)."""
+        deadline = time.monotonic() + seconds
+        text = ''
+        while time.monotonic() < deadline:
+            if os.path.exists(self.log_file):
+                with open(self.log_file) as log:
+                    text = log.read()
+                if until in text:
+                    break
+            time.sleep(0.2)
+        return text
 
     def assertStopsWith(self, result, message):
         self.assertEqual(1, result.returncode, result.stderr)
         self.assertEqual('nova-pcpu-ext: ' + message,
                          result.stderr.strip().splitlines()[-1])
         self.assertNotIn('Traceback', result.stderr)
+
+
+class ConsoleScriptTest(_ScriptTestBase):
 
     def test_compute_rejects_non_finite_ratio(self):
         result = self.run_script('nova-pcpu-ext-compute', nova_conf=(
@@ -61,10 +102,7 @@ class ConsoleScriptTest(testtools.TestCase):
     def test_scheduler_rejects_unknown_plugin(self):
         result = self.run_script('nova-pcpu-ext-scheduler', nova_conf=(
             '[pcpu_ext]\nrequest_filters = isolate\n'))
-        self.assertStopsWith(
-            result, '[pcpu_ext] request_filters: unknown plugin isolate; '
-            'installed in nova_pcpu_ext.request_filters: '
-            'isolate_vcpu_fallback')
+        self.assertStopsWith(result, BAD_REQUEST_FILTER)
 
     def test_invalid_choice_is_reported_by_oslo_config(self):
         result = self.run_script('nova-pcpu-ext-scheduler', nova_conf=(
@@ -83,3 +121,85 @@ class ConsoleScriptTest(testtools.TestCase):
             capture_output=True, text=True, timeout=60, check=True)
         self.assertIn('[pcpu_ext]', result.stdout)
         self.assertIn('#isolate_fallback_mode = drop', result.stdout)
+
+
+class ServiceStartTest(testscenarios.WithScenarios, _ScriptTestBase):
+    """Each service as a process, in Nova's eventlet and threading modes."""
+
+    scenarios = [('eventlet', {'eventlet': True}),
+                 ('threading', {'eventlet': False})]
+
+    def test_no_module_imported_before_monkey_patching(self):
+        for name in ('nova-pcpu-ext-compute', 'nova-pcpu-ext-scheduler'):
+            result = self.run_script(name, eventlet=self.eventlet, nova_conf=(
+                '[pcpu_ext]\nrequest_filters = isolate\n'
+                'resource_tracker_mixins = ratios\n'))
+            self.assertEqual(1, result.returncode, result.stderr)
+            self.assertNotIn(IMPORT_ORDER_WARNING, result.stderr)
+            if self.eventlet:
+                # The check is only made where Nova monkey patches.
+                self.assertIn('Eventlet based concurrency mode',
+                              result.stderr)
+
+    def test_activation_lines_in_the_log_file(self):
+        process = self.start_service('nova-pcpu-ext-compute', nova_conf=(
+            '[DEFAULT]\nlog_file = %s\ntransport_url = fake:/\n'
+            'compute_driver = fake.FakeDriver\n' % self.log_file),
+            eventlet=self.eventlet)
+        log = self.read_log('SchedulerReportClient replaced')
+
+        for line in ('[pcpu_ext] resource_tracker_mixins: loaded '
+                     'allocation_ratios',
+                     '[pcpu_ext] report_client: loaded serialized',
+                     'nova-pcpu-ext: nova.compute.resource_tracker.'
+                     'ResourceTracker replaced',
+                     'nova-pcpu-ext: nova.scheduler.client.report.'
+                     'SchedulerReportClient replaced'):
+            self.assertEqual(1, log.count(line), log)
+        self.assertIsNone(process.poll(), 'the service stopped')
+
+    def test_zero_ratio_warning_in_the_log_file(self):
+        self.start_service('nova-pcpu-ext-compute', nova_conf=(
+            '[DEFAULT]\nlog_file = %s\ntransport_url = fake:/\n'
+            'compute_driver = fake.FakeDriver\n'
+            'cpu_allocation_ratio = 0.0\n' % self.log_file),
+            eventlet=self.eventlet)
+        log = self.read_log('SchedulerReportClient replaced')
+
+        self.assertEqual(1, log.count(
+            'WARNING nova_pcpu_ext.allocation_ratios [-] [DEFAULT] '
+            'cpu_allocation_ratio = 0.0 means unset: the default applies.'),
+            log)
+
+    def _assert_error_once_in_log(self, result):
+        self.assertStopsWith(result, BAD_REQUEST_FILTER)
+        self.assertEqual(1, result.stderr.count(BAD_REQUEST_FILTER))
+        with open(self.log_file) as log:
+            log = log.read()
+        self.assertEqual(1, log.count(BAD_REQUEST_FILTER), log)
+        self.assertIn('ERROR nova_pcpu_ext.activation', log)
+        self.assertNotIn('Traceback', log)
+
+    def test_bad_plugin_error_in_the_log_file_once(self):
+        result = self.run_script('nova-pcpu-ext-scheduler', nova_conf=(
+            '[DEFAULT]\nlog_file = %s\n[pcpu_ext]\n'
+            'request_filters = isolate\n' % self.log_file),
+            eventlet=self.eventlet)
+        self._assert_error_once_in_log(result)
+
+    def test_bad_plugin_from_available_filters(self):
+        """Stock nova-scheduler activating through its nova.conf entry."""
+        # The scheduler reads the cell mappings before its filters.
+        api_db = ('[api_database]\nconnection = sqlite:///%s\n' %
+                  os.path.join(self.dir, 'api.sqlite'))
+        result = self.run_script('nova-manage', 'api_db', 'sync',
+                                 nova_conf=api_db)
+        self.assertEqual(0, result.returncode, result.stderr)
+        result = self.run_script('nova-scheduler', nova_conf=api_db + (
+            '[DEFAULT]\nlog_file = %s\ntransport_url = fake:/\n'
+            '[filter_scheduler]\n'
+            'available_filters = nova.scheduler.filters.all_filters\n'
+            'available_filters = nova_pcpu_ext.scheduler.activate\n'
+            '[pcpu_ext]\nrequest_filters = isolate\n' % self.log_file),
+            eventlet=self.eventlet)
+        self._assert_error_once_in_log(result)

@@ -71,7 +71,7 @@ CHECK = textwrap.dedent('''
     config.parse_args(['nova', '--config-file', sys.argv[1]], init_rpc=False)
     classes = filters.HostFilterHandler().get_matching_classes(
         CONF.filter_scheduler.available_filters)
-    compute.activate()
+    compute.activate_plugins()
     print(len(classes) > 10,
           activation.is_patched(utils, 'resources_from_request_spec'),
           activation.is_patched(resource_tracker, 'ResourceTracker'),

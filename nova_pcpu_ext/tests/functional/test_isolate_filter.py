@@ -65,19 +65,24 @@ class DropModeTest(_IsolateTestBase):
         self.assertEqual({}, self.usages(rp_uuid))
         self.assertEqual(1, len(self.placement_queries))
         self.assertIn(FORBIDS_HT, self.placement_queries[0])
-        self.assertIn('forbids HW_CPU_HYPERTHREADING: not making the VCPU '
-                      'fallback placement query', self.stdlog.logger.output)
+        self.assertIn('which forbids HW_CPU_HYPERTHREADING: not making the '
+                      'VCPU fallback placement query',
+                      self.stdlog.logger.output)
 
-    def test_explicit_forbidden_trait_drops_fallback(self):
-        self.useFixture(base.StripIsolateMitigation())
-        rp_uuid = self.start_new_style_host('compute1')
+    def test_explicit_forbidden_trait_keeps_legacy_host_without_ht(self):
+        """Nova's fallback query carries an explicit trait already."""
+        rp_uuid = self.start_legacy_host('compute1', NO_HYPERTHREADS)
 
-        self.boot(dict(DEDICATED, **{
-            'trait:HW_CPU_HYPERTHREADING': 'forbidden'}),
-            expected_state='ERROR')
+        server = self.boot(dict(DEDICATED, **{
+            'trait:HW_CPU_HYPERTHREADING': 'forbidden'}))
 
-        self.assertEqual(1, len(self.placement_queries))
-        self.assertEqual({}, self.usages(rp_uuid))
+        self.assertEqual('compute1', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(rp_uuid))
+        self.assertEqual(2, len(self.placement_queries))
+        for query in self.placement_queries:
+            self.assertIn(FORBIDS_HT, query)
+        self.assertNotIn('isolate_fallback_mode', self.stdlog.logger.output)
 
     def test_mixed_cloud_isolate_lands_on_host_without_hyperthreads(self):
         ht_rp = self.start_new_style_host('compute1')

@@ -18,9 +18,13 @@ from nova_pcpu_ext.tests.functional import base  # isort:skip
 import threading
 import time
 
+import fixtures
 from keystoneauth1 import exceptions as ks_exc
+from nova.compute import provider_tree
 from nova import context as nova_context
+from nova import exception as nova_exception
 from nova import objects
+import os_traits
 import requests
 
 
@@ -59,6 +63,10 @@ class StockRaceTest(_RaceTestBase):
 
         self.assertTrue(status_done_first)
         self.assertNotIn(DISABLED, self.traits(self.rp_uuid))
+        # Wrong until the next periodic update re-syncs the trait from the
+        # service record.
+        self.periodic()
+        self.assertIn(DISABLED, self.traits(self.rp_uuid))
 
 
 class SerializedRaceTest(_RaceTestBase):
@@ -177,19 +185,19 @@ class SerializedFaultTest(_RaceTestBase):
 
 
 class SerializedStressTest(_RaceTestBase):
-    """Writers of the same cache, for a bounded time, lose nothing."""
+    """Periodic updates and status changes of one tree lose nothing.
+
+    For a bounded time; the test fails unless they really overlapped.
+    """
 
     SECONDS = 4
-    PROVIDERS = 3
 
     def test_no_lost_update(self):
         ctxt = nova_context.get_admin_context()
         service = objects.Service.get_by_compute_host(ctxt, 'compute1')
-        # Providers of other trees owned by the same compute, as ironic's.
-        extra = [self.placement.post('/resource_providers', {
-            'name': 'node-%d' % i}, version='1.20').body['uuid']
-            for i in range(self.PROVIDERS)]
         intended = {}
+        periodic_running = threading.Event()
+        overlaps = []
         stop = threading.Event()
         deadline = time.monotonic() + self.SECONDS
 
@@ -198,7 +206,11 @@ class SerializedStressTest(_RaceTestBase):
 
         def periodics():
             while running():
-                self.periodic()
+                periodic_running.set()
+                try:
+                    self.periodic()
+                finally:
+                    periodic_running.clear()
 
         def toggles():
             disabled = False
@@ -206,41 +218,24 @@ class SerializedStressTest(_RaceTestBase):
                 disabled = not disabled
                 service.disabled = disabled
                 service.save()
+                # Started while a periodic update holds the tree.
+                overlaps.append(periodic_running.is_set())
                 self.compute.manager.virtapi.update_compute_provider_status(
                     ctxt, self.rp_uuid, not disabled)
                 intended['disabled'] = disabled
 
-        def writes(rp_uuid):
-            total = 0
-            while running():
-                total += 1
-                with self.client.provider_lock(rp_uuid, 'stress writer'):
-                    self.client._ensure_resource_provider(ctxt, rp_uuid)
-                    self.client.set_inventory_for_provider(
-                        ctxt, rp_uuid, {'CUSTOM_STRESS': {
-                            'total': total, 'reserved': 0, 'min_unit': 1,
-                            'max_unit': total, 'step_size': 1,
-                            'allocation_ratio': 1.0}})
-                    self.client.set_traits_for_provider(
-                        ctxt, rp_uuid, ['CUSTOM_STRESS_%d' % total])
-                intended[rp_uuid] = total
-
-        threads = [self.in_thread(periodics), self.in_thread(toggles)] + [
-            self.in_thread(writes, rp_uuid) for rp_uuid in extra]
+        threads = [self.in_thread(periodics), self.in_thread(toggles)]
         try:
             self.join(*threads)
         finally:
             stop.set()
 
+        self.assertGreater(sum(overlaps), 0, 'no status update overlapped '
+                           'a periodic update: the test proved nothing')
         self.assertPeriodicSucceeded()
         self.assertEqual(intended['disabled'],
                          DISABLED in self.traits(self.rp_uuid))
-        for rp_uuid in extra:
-            total = intended[rp_uuid]
-            self.assertEqual(total, self._get_provider_inventory(
-                rp_uuid)['CUSTOM_STRESS']['total'])
-            self.assertEqual({'CUSTOM_STRESS_%d' % total},
-                             self.traits(rp_uuid))
+        self.assertCacheMatchesPlacement()
 
 
 class SerializedStatusAfterResetTest(_RaceTestBase):
@@ -254,3 +249,172 @@ class SerializedStatusAfterResetTest(_RaceTestBase):
 
         self.assertIn(DISABLED, self.traits(self.rp_uuid))
         self.assertCacheMatchesPlacement()
+
+
+class _DeletedProviderTest(object):
+
+    def test_status_update_never_recreates_a_deleted_provider(self):
+        self.compute.manager.reset()
+        url = '/resource_providers/%s' % self.rp_uuid
+        self.assertEqual(204, self.placement.delete(url).status)
+
+        self.disable_service()
+
+        self.assertEqual(404, self.placement.get(url).status)
+        self.assertIn('An error occurred while updating '
+                      'COMPUTE_STATUS_DISABLED trait',
+                      self.stdlog.logger.output)
+
+
+class StockDeletedProviderTest(_DeletedProviderTest, _RaceTestBase):
+    extension = False
+
+
+class SerializedDeletedProviderTest(_DeletedProviderTest, _RaceTestBase):
+    pass
+
+
+LOW = '00000000-0000-0000-0000-000000000001'
+HIGH = 'ffffffff-ffff-ffff-ffff-fffffffffffe'
+
+
+class SerializedLockOrderTest(_RaceTestBase):
+    """Threads that need several trees never wait for each other."""
+
+    def setUp(self):
+        super().setUp()
+        self.ctxt = nova_context.get_admin_context()
+        # A sharing provider (as shared storage) and another node's tree,
+        # one sorting before the compute's tree and one after it.
+        aggregate = '11111111-2222-3333-4444-555555555555'
+        for uuid, name in ((LOW, 'shared-storage'), (HIGH, 'node-high')):
+            self.placement.post('/resource_providers', {
+                'uuid': uuid, 'name': name}, version='1.20')
+        self.client.set_aggregates_for_provider(
+            self.ctxt, self.rp_uuid, [aggregate])
+        self.client._ensure_resource_provider(self.ctxt, LOW)
+        self.client.set_aggregates_for_provider(self.ctxt, LOW, [aggregate])
+        self.client.set_traits_for_provider(
+            self.ctxt, LOW, [os_traits.MISC_SHARES_VIA_AGGREGATE])
+        self.client._ensure_resource_provider(self.ctxt, HIGH)
+
+    def wait_for_holder(self, root_uuid, operation):
+        deadline = time.monotonic() + base.TIMEOUT
+        while (self.client.provider_locks.holder(root_uuid) != operation and
+               time.monotonic() < deadline):
+            time.sleep(0.01)
+        self.assertEqual(operation,
+                         self.client.provider_locks.holder(root_uuid))
+
+    def test_cache_clear_inside_a_flush_keeps_the_order(self):
+        """A failed reshape of one tree clears the cache mid-flush.
+
+        Meanwhile another thread flushes every cached tree: it holds the
+        sharing provider's tree and waits for the reshaped one.
+        """
+        reached, release = threading.Event(), threading.Event()
+
+        def conflicting_reshape(*args, **kwargs):
+            reached.set()
+            release.wait(base.TIMEOUT)
+            raise nova_exception.PlacementReshapeConflict(error='injected')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.client.report.SchedulerReportClient.'
+            '_set_up_and_do_reshape', conflicting_reshape))
+        high_tree = provider_tree.ProviderTree()
+        high_tree.new_root('node-high', HIGH, generation=0)
+        whole_cache = self.client.get_provider_tree_and_ensure_root(
+            self.ctxt, self.rp_uuid)
+        self.assertEqual({LOW, self.rp_uuid, HIGH},
+                         {root.uuid for root in whole_cache.roots})
+
+        def reshape():
+            self.assertRaises(
+                nova_exception.PlacementReshapeConflict,
+                self.client.update_from_provider_tree, self.ctxt, high_tree,
+                allocations={})
+
+        reshaping = self.in_thread(reshape)
+        self.assertTrue(reached.wait(base.TIMEOUT))
+        flushing = self.in_thread(self.client.update_from_provider_tree,
+                                  self.ctxt, whole_cache)
+        self.wait_for_holder(LOW, 'provider tree flush')
+        time.sleep(0.2)  # let the flush queue for the reshaped tree
+        release.set()
+        self.join(reshaping, flushing)
+
+        # The trees the reshape did not hold were cleared after it.
+        self.assertFalse(self.client._provider_tree.exists(LOW))
+        self.assertFalse(self.client._provider_tree.exists(self.rp_uuid))
+
+    def test_failed_tree_alone_is_invalidated(self):
+        stock = self.client.put
+
+        def put(url, *args, **kwargs):
+            if url == '/resource_providers/%s/inventories' % HIGH:
+                raise ks_exc.ConnectTimeout('timed out')
+            return stock(url, *args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(self.client, 'put', put))
+        whole_cache = self.client.get_provider_tree_and_ensure_root(
+            self.ctxt, self.rp_uuid)
+        for uuid in (self.rp_uuid, HIGH):
+            whole_cache.update_inventory(uuid, {'CUSTOM_NEW': {
+                'total': 1, 'reserved': 0, 'min_unit': 1, 'max_unit': 1,
+                'step_size': 1, 'allocation_ratio': 1.0}})
+
+        self.assertRaises(ks_exc.ConnectTimeout,
+                          self.client.update_from_provider_tree, self.ctxt,
+                          whole_cache)
+
+        self.assertFalse(self.client._provider_tree.exists(HIGH))
+        self.assertTrue(self.client._provider_tree.exists(self.rp_uuid))
+        self.assertTrue(self.client._provider_tree.exists(LOW))
+        self.assertIn('Flushing provider trees %s to placement failed' % HIGH,
+                      self.stdlog.logger.output)
+
+    def test_lock_named_by_root_whatever_the_caller_names(self):
+        child = '22222222-0000-0000-0000-000000000000'
+        self.client._ensure_resource_provider(
+            self.ctxt, child, 'compute1-child',
+            parent_provider_uuid=self.rp_uuid)
+        for name_or_uuid in ('compute1', child, self.rp_uuid):
+            with self.client.provider_lock(name_or_uuid, name_or_uuid):
+                self.assertEqual(
+                    name_or_uuid,
+                    self.client.provider_locks.holder(self.rp_uuid))
+        self.assertIsNone(self.client.provider_locks.holder(self.rp_uuid))
+
+
+class WholeCacheNovaTest(_RaceTestBase):
+    """The resource tracker of Nova 2024.1 snapshots the whole cache."""
+
+    whole_cache = True
+
+    def setUp(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.serialized_client._snapshots_whole_cache',
+            return_value=self.whole_cache))
+        super().setUp()
+        ctxt = nova_context.get_admin_context()
+        self.placement.post('/resource_providers', {
+            'uuid': HIGH, 'name': 'node-high'}, version='1.20')
+        self.client._ensure_resource_provider(ctxt, HIGH)
+
+    def test_update_holds_every_cached_tree(self):
+        flush = base.Gate(self, self.client, 'update_from_provider_tree')
+        periodic = self.in_thread(self.periodic)
+        self.assertTrue(flush.reached.wait(base.TIMEOUT))
+
+        holder = self.client.provider_locks.holder(HIGH)
+        flush.release.set()
+        self.join(periodic)
+        self.assertEqual(
+            'resource tracker update of compute1' if self.whole_cache
+            else None, holder)
+        self.assertPeriodicSucceeded()
+
+
+class SubtreeNovaTest(WholeCacheNovaTest):
+    whole_cache = False

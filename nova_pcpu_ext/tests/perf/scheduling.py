@@ -281,7 +281,7 @@ class SchedulingBench(base.BenchCase):
     def _toggle(self, variant):
         activation.deactivate()
         if variant == 'extension':
-            scheduler.activate()
+            scheduler.activate_plugins()
 
 
 def _summarize(samples):

@@ -29,15 +29,27 @@ from nova_pcpu_ext.tests.unit import base
 
 class SchedulerActivationTest(base.TestCase):
 
-    def test_returns_no_host_filters(self):
+    def test_filters_entry_returns_no_host_filters(self):
         self.assertEqual([], scheduler.activate())
+        self.assertTrue(activation.is_patched(
+            scheduler_utils, 'resources_from_request_spec'))
+
+    def test_filters_entry_stops_with_one_line(self):
+        self.flags(request_filters=['isolate'])
+        error = self.assertRaises(SystemExit, scheduler.activate)
+        self.assertEqual(
+            'nova-pcpu-ext: [pcpu_ext] request_filters: unknown plugin '
+            'isolate; installed in nova_pcpu_ext.request_filters: '
+            'isolate_vcpu_fallback', error.code)
+        self.assertEqual(1, self.logger.output.count(
+            'unknown plugin isolate'))
 
     def test_idempotent_and_reversible(self):
         stock = scheduler_utils.resources_from_request_spec
 
-        scheduler.activate()
+        scheduler.activate_plugins()
         patched = scheduler_utils.resources_from_request_spec
-        scheduler.activate()
+        scheduler.activate_plugins()
 
         self.assertIsNot(stock, patched)
         self.assertIs(patched, scheduler_utils.resources_from_request_spec)
@@ -48,7 +60,7 @@ class SchedulerActivationTest(base.TestCase):
     def test_no_request_filters_changes_nothing(self):
         self.flags(request_filters=[])
         stock = scheduler_utils.resources_from_request_spec
-        scheduler.activate()
+        scheduler.activate_plugins()
         self.assertIs(stock, scheduler_utils.resources_from_request_spec)
 
     def test_missing_nova_symbol(self):
@@ -56,7 +68,7 @@ class SchedulerActivationTest(base.TestCase):
             'nova.scheduler.utils.resources_from_request_spec',
             fixtures.MonkeyPatch.delete))
         error = self.assertRaises(exception.IncompatibleNova,
-                                  scheduler.activate)
+                                  scheduler.activate_plugins)
         self.assertIn('nova-pcpu-ext cannot hook Nova ', str(error))
         self.assertIn('nova.scheduler.utils:resources_from_request_spec is '
                       'missing', str(error))
@@ -70,7 +82,7 @@ class SchedulerActivationTest(base.TestCase):
             'nova.scheduler.utils.resources_from_request_spec',
             resources_from_request_spec))
         error = self.assertRaises(exception.IncompatibleNova,
-                                  scheduler.activate)
+                                  scheduler.activate_plugins)
         self.assertIn('takes (ctxt, spec_obj, host_manager), expected '
                       '(ctxt, spec_obj, host_manager, '
                       'enable_pinning_translate)', str(error))
@@ -85,10 +97,10 @@ class ComputeActivationTest(base.TestCase):
         stock_client = report.SchedulerReportClient
         stock_status = manager.ComputeVirtAPI.update_compute_provider_status
 
-        compute.activate()
+        compute.activate_plugins()
         composed = resource_tracker.ResourceTracker
         status = manager.ComputeVirtAPI.update_compute_provider_status
-        compute.activate()
+        compute.activate_plugins()
 
         self.assertIs(composed, resource_tracker.ResourceTracker)
         self.assertIs(allocation_ratios.AllocationRatiosMixin,
@@ -110,7 +122,7 @@ class ComputeActivationTest(base.TestCase):
     def test_report_client_off_wraps_nothing(self):
         self.flags(report_client='')
         stock_status = manager.ComputeVirtAPI.update_compute_provider_status
-        compute.activate()
+        compute.activate_plugins()
         self.assertIs(stock_status,
                       manager.ComputeVirtAPI.update_compute_provider_status)
 
@@ -120,14 +132,15 @@ class ComputeActivationTest(base.TestCase):
             'nova.compute.resource_tracker.ResourceTracker.'
             '_update_to_placement', fixtures.MonkeyPatch.delete))
         error = self.assertRaises(exception.IncompatibleNova,
-                                  compute.activate)
+                                  compute.activate_plugins)
         self.assertIn('ResourceTracker._update_to_placement is missing',
                       str(error))
         self.assertIs(stock, resource_tracker.ResourceTracker)
 
     def test_unknown_plugin(self):
         self.flags(resource_tracker_mixins=['allocation_ratio'])
-        error = self.assertRaises(exception.PluginNotFound, compute.activate)
+        error = self.assertRaises(exception.PluginNotFound,
+                                  compute.activate_plugins)
         self.assertIn('installed in nova_pcpu_ext.resource_tracker: '
                       'allocation_ratios', str(error))
 
@@ -137,19 +150,25 @@ class RunNovaServiceTest(base.TestCase):
 
     def _nova_cmd(self, calls):
         config = types.SimpleNamespace(
+            CONF=self.conf.conf,
             parse_args=lambda argv: calls.append('parse_args'))
 
         def main():
             config.parse_args(['nova-compute'])
             calls.append('main')
 
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.activation.logging.setup',
+            side_effect=lambda conf, product: calls.append(
+                'logging setup of %s' % product)))
         return types.SimpleNamespace(config=config, main=main)
 
-    def test_activates_between_parse_and_service(self):
+    def test_activates_after_parse_and_logging_before_service(self):
         calls = []
         activation.run_nova_service(self._nova_cmd(calls),
                                     lambda: calls.append('activate'))
-        self.assertEqual(['parse_args', 'activate', 'main'], calls)
+        self.assertEqual(['parse_args', 'logging setup of nova', 'activate',
+                          'main'], calls)
 
     def test_activation_error_exits_with_message(self):
         def activate():
@@ -159,3 +178,5 @@ class RunNovaServiceTest(base.TestCase):
                                   self._nova_cmd([]), activate)
         self.assertEqual('nova-pcpu-ext: [DEFAULT] x = nan is bad',
                          error.code)
+        self.assertEqual(1, self.logger.output.count(
+            '[DEFAULT] x = nan is bad'))

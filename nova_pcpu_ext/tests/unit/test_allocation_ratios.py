@@ -64,11 +64,16 @@ class ValidateConfigTest(base.TestCase):
             self.assertIn('[DEFAULT] %s = %s is not a finite number' % (
                 option, value), str(error))
 
-    def test_zero_and_unset_accepted(self):
+    def test_zero_accepted_with_a_warning_unset_silently(self):
         self.flags(group=None, cpu_allocation_ratio=0.0,
-                   initial_ram_allocation_ratio=0.0)
+                   initial_ram_allocation_ratio=0.0, ram_allocation_ratio=None)
         allocation_ratios.AllocationRatiosMixin.validate_config(
             self.conf.conf)
+        self.assertEqual(
+            '[DEFAULT] cpu_allocation_ratio = 0.0 means unset: the default '
+            'applies.\n'
+            '[DEFAULT] initial_ram_allocation_ratio = 0.0 means unset: the '
+            'default applies.\n', self.logger.output)
 
 
 class RatioEnforcingDriverTest(base.TestCase):

@@ -87,12 +87,12 @@ class DecisionTest(base.TestCase):
     def test_drop_mode(self, cpu_policy, thread, image_thread, trait):
         spec = request_spec(cpu_policy, thread, image_thread, trait)
         resources = self.primary(spec)
-        forbids = ('isolate' in (thread, image_thread) or
-                   trait == 'forbidden')
+        isolate = 'isolate' in (thread, image_thread)
+        forbids = isolate or trait == 'forbidden'
 
         self.assertEqual(forbids, HT in resources.get_request_group(
             None).forbidden_traits, 'Nova translates the request the same')
-        self.assertEqual(not forbids, self.filter.allow_fallback(
+        self.assertEqual(not isolate, self.filter.allow_fallback(
             None, spec, resources))
         query = self.fallback(spec).to_querystring()
         self.assertEqual(query, self.filter.fallback_request(
@@ -129,10 +129,16 @@ class DecisionTest(base.TestCase):
         self.assertIn('root_required=%21CUSTOM_OTHER',
                       fallback.to_querystring())
 
-    def test_suffixed_explicit_trait(self):
-        spec = request_spec('dedicated')
-        spec.flavor.extra_specs['trait_numa0:%s' % HT] = 'forbidden'
-        self.assertTrue(isolate_filter.forbids_hyperthreading(spec))
+    def test_explicit_trait_is_carried_by_nova_fallback(self):
+        """What leaks is the isolate policy, not an explicit trait."""
+        spec = request_spec('dedicated', explicit_trait='forbidden')
+        self.assertFalse(isolate_filter.requests_isolate(spec))
+        self.assertIn(HT, self.fallback(spec).get_request_group(
+            None).forbidden_traits)
+        spec = request_spec('dedicated', 'isolate')
+        self.assertTrue(isolate_filter.requests_isolate(spec))
+        self.assertNotIn(HT, self.fallback(spec).get_request_group(
+            None).forbidden_traits)
 
 
 class RecordingFilter(object):
