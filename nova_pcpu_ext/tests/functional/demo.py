@@ -120,8 +120,8 @@ class DisableDuringUpdate(_Scenario):
                     after_next_periodic=self.disabled_trait(rp_uuid))
 
     def disabled_trait(self, rp_uuid):
-        kept = 'COMPUTE_STATUS_DISABLED' in self.traits(rp_uuid)
-        return 'kept' if kept else 'LOST'
+        present = 'COMPUTE_STATUS_DISABLED' in self.traits(rp_uuid)
+        return 'set' if present else 'MISSING'
 
 
 #: (scenario, [(variant label, extension on, strip Nova's late check)])

@@ -45,18 +45,19 @@ class TimedLocks(serialized_client.ProviderLocks):
         super().__init__()
         self.waits = []
 
-    def _acquire(self, root_uuid, operation):
+    @contextlib.contextmanager
+    def _hold_one(self, root_uuid, operation):
         started = time.perf_counter()
-        held = super()._acquire(root_uuid, operation)
-        self.waits.append(time.perf_counter() - started)
-        return held
+        with super()._hold_one(root_uuid, operation):
+            self.waits.append(time.perf_counter() - started)
+            yield
 
 
 class GlobalLocks(TimedLocks):
     """Every tree behind one lock: the simple alternative."""
 
-    def _lock(self, root_uuid):
-        return super()._lock('all')
+    def _hold_one(self, root_uuid, operation):
+        return super()._hold_one('all', operation)
 
 
 SerializedClient = activation.compose(
