@@ -55,6 +55,8 @@ NOVA_SOURCE_USES = (
     ('nova.scheduler.utils:ResourceRequest.__init__',
      ('self.cpu_pinning_requested',)),
 )
+#: The Nova option the request filters read: (group, name).
+NOVA_OPTION = ('workarounds', 'disable_fallback_pcpu_query')
 
 
 def _with_request_filters(stock, request_filters):
@@ -90,8 +92,7 @@ def check_plugins():
         compat.require_all(NOVA_SYMBOLS)
         for symbol, names in NOVA_SOURCE_USES:
             compat.require_source(symbol, names)
-        compat.require_option(CONF, 'workarounds',
-                              'disable_fallback_pcpu_query')
+        compat.require_option(CONF, *NOVA_OPTION)
         for request_filter in request_filters:
             compat.require_all(request_filter.nova_symbols)
     return request_filters

@@ -1,17 +1,30 @@
 #!/bin/bash
-# Regenerate constraints.txt: resolve Nova, placement, the test, docs and
-# lint requirements together in a fresh virtualenv and record the result.
+# Regenerate the constraints of one Nova series: resolve Nova, placement and
+# the package's requirements together in a fresh virtualenv, starting from
+# that series' OpenStack upper-constraints, and record the result.
 #
-#   tools/update-constraints.sh [UPSTREAM_CONSTRAINTS]
+#   tools/update-constraints.sh [SERIES [UPSTREAM_CONSTRAINTS]]
 #
-# UPSTREAM_CONSTRAINTS (optional) is an OpenStack upper-constraints file to
-# start from; lines that conflict with NOVA/PLACEMENT are dropped.
+# SERIES is 2026.2 (the default; writes constraints.txt, which also pins the
+# docs and lint tools), 2025.1 or 2024.1 (write constraints/nova-SERIES.txt).
+# UPSTREAM_CONSTRAINTS (optional) is the series' upper-constraints file;
+# lines that conflict with the chosen Nova and placement are dropped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-NOVA=${NOVA:-nova==34.0.0}
-PLACEMENT=${PLACEMENT:-openstack-placement==16.0.0}
-upstream=${1:-}
+series=${1:-2026.2}
+upstream=${2:-}
+extra=()
+case "$series" in
+    2026.2) nova=nova==34.0.0; placement=openstack-placement==16.0.0
+            out=constraints.txt
+            extra=(-r doc/requirements.txt hacking bashate) ;;
+    2025.1) nova=nova==31.3.1; placement=openstack-placement==13.0.1
+            out=constraints/nova-2025.1.txt ;;
+    2024.1) nova=nova==29.4.0; placement=openstack-placement==11.0.1
+            out=constraints/nova-2024.1.txt ;;
+    *) echo "unknown series $series: 2024.1, 2025.1 or 2026.2" >&2; exit 2 ;;
+esac
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -20,13 +33,16 @@ pip="$work/venv/bin/pip"
 "$pip" install --quiet --upgrade pip
 
 : > "$work/upstream.txt"
-[ -n "$upstream" ] && cp "$upstream" "$work/upstream.txt"
+# gunicorn only serves placement in the tests, with the newest release's
+# options: leave it unpinned by the series.
+[ -n "$upstream" ] && grep -viE '^gunicorn===' "$upstream" \
+    > "$work/upstream.txt"
 
 # Drop each upstream pin that conflicts with the requested versions.
 for _ in $(seq 1 20); do
-    if "$pip" install --quiet -c "$work/upstream.txt" "$NOVA" "$PLACEMENT" \
-            -r requirements.txt -r test-requirements.txt \
-            -r doc/requirements.txt hacking bashate 2> "$work/err"; then
+    if "$pip" install --quiet -c "$work/upstream.txt" "$nova" "$placement" \
+            -r requirements.txt -r test-requirements.txt "${extra[@]}" \
+            2> "$work/err"; then
         break
     fi
     conflict=$(grep -oP 'The user requested \(constraint\) \K[^=]+' \
@@ -40,10 +56,11 @@ for _ in $(seq 1 20); do
     mv "$work/next" "$work/upstream.txt"
 done
 
+mkdir -p "$(dirname "$out")"
 {
-    echo "# Known-good versions for tests, docs and linters: resolved on Python"
-    echo "# $(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
-        "against $NOVA and $PLACEMENT. Regenerate"
-    echo "# with tools/update-constraints.sh after changing requirements."
+    echo "# Known-good versions for Nova $series: resolved on Python" \
+        "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    echo "# against $nova and $placement. Regenerate with"
+    echo "# tools/update-constraints.sh $series after changing requirements."
     "$pip" freeze --exclude-editable | grep -v '^nova-pcpu-ext'
-} > constraints.txt
+} > "$out"

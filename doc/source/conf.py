@@ -10,9 +10,15 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '_exts'))
+
 extensions = [
     'oslo_config.sphinxext',
     'oslo_config.sphinxconfiggen',
+    'nova_tables',
 ]
 
 config_generator_config_file = (

@@ -114,6 +114,23 @@ class ConsoleScriptTest(_ScriptTestBase):
         self.assertIn("Valid values are [drop, forbid_trait], but found "
                       "'keep'", message)
 
+    def test_no_module_imported_before_monkey_patching(self):
+        config = ('[pcpu_ext]\nrequest_filters = isolate\n'
+                  'resource_tracker_mixins = ratios\n')
+        for name in ('nova-pcpu-ext-compute', 'nova-pcpu-ext-scheduler'):
+            result = self.run_script(name, nova_conf=config, eventlet=True)
+            self.assertEqual(1, result.returncode, result.stderr)
+            self.assertNotIn(IMPORT_ORDER_WARNING, result.stderr)
+
+        # Nova does check the import order in this mode: a module imported
+        # too early is reported.
+        command, env = self._command('nova-pcpu-ext-compute', config, True)
+        control = subprocess.run(
+            [sys.executable, '-c', 'import oslo_context.context; '
+             'import nova.cmd.compute'], capture_output=True, text=True,
+            timeout=120, env=env, stdin=subprocess.DEVNULL)
+        self.assertIn(IMPORT_ORDER_WARNING, control.stderr)
+
     def test_config_generator_prints_the_group(self):
         result = subprocess.run(
             [sys.executable, '-m', 'oslo_config.generator',
@@ -128,18 +145,6 @@ class ServiceStartTest(testscenarios.WithScenarios, _ScriptTestBase):
 
     scenarios = [('eventlet', {'eventlet': True}),
                  ('threading', {'eventlet': False})]
-
-    def test_no_module_imported_before_monkey_patching(self):
-        for name in ('nova-pcpu-ext-compute', 'nova-pcpu-ext-scheduler'):
-            result = self.run_script(name, eventlet=self.eventlet, nova_conf=(
-                '[pcpu_ext]\nrequest_filters = isolate\n'
-                'resource_tracker_mixins = ratios\n'))
-            self.assertEqual(1, result.returncode, result.stderr)
-            self.assertNotIn(IMPORT_ORDER_WARNING, result.stderr)
-            if self.eventlet:
-                # The check is only made where Nova monkey patches.
-                self.assertIn('Eventlet based concurrency mode',
-                              result.stderr)
 
     def test_activation_lines_in_the_log_file(self):
         process = self.start_service('nova-pcpu-ext-compute', nova_conf=(
