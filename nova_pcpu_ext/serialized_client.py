@@ -34,6 +34,7 @@ import weakref
 
 import nova.conf
 from nova import exception as nova_exception
+from nova.scheduler.client import report
 from oslo_log import log as logging
 
 from nova_pcpu_ext import plugins
@@ -46,6 +47,8 @@ _RT_UPDATE = ('nova.compute.resource_tracker:ResourceTracker.'
               '_update_to_placement')
 _STATUS_UPDATE = ('nova.compute.manager:ComputeVirtAPI.'
                   'update_compute_provider_status')
+_HAS_SUBTREE_SNAPSHOT = hasattr(report.SchedulerReportClient,
+                                'get_provider_subtree_and_ensure_root')
 
 #: Attempts of a compute status update that meets a generation conflict.
 STATUS_ATTEMPTS = 4
@@ -195,12 +198,10 @@ class ProviderLocks(object):
 def _snapshots_whole_cache():
     """Whether the resource tracker snapshots the whole provider cache.
 
-    Nova 2024.1 does, not only the tree of the node it updates: then every
-    cached tree takes part in the update.
+    Nova 2024.1 and 2025.1 do, not only the tree of the node they update:
+    then every cached tree takes part in the update.
     """
-    from nova.scheduler.client import report
-    return not hasattr(report.SchedulerReportClient,
-                       'get_provider_subtree_and_ensure_root')
+    return not _HAS_SUBTREE_SNAPSHOT
 
 
 def serialize_update(stock):
@@ -375,11 +376,12 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
             return super().get_provider_tree_and_ensure_root(
                 context, rp_uuid, *args, **kwargs)
 
-    def get_provider_subtree_and_ensure_root(self, context, rp_uuid, *args,
-                                             **kwargs):
-        with self.provider_lock(rp_uuid, 'provider tree snapshot'):
-            return super().get_provider_subtree_and_ensure_root(
-                context, rp_uuid, *args, **kwargs)
+    if _HAS_SUBTREE_SNAPSHOT:
+        def get_provider_subtree_and_ensure_root(self, context, rp_uuid,
+                                                 *args, **kwargs):
+            with self.provider_lock(rp_uuid, 'provider tree snapshot'):
+                return super().get_provider_subtree_and_ensure_root(
+                    context, rp_uuid, *args, **kwargs)
 
     def _ensure_resource_provider(self, context, uuid, name=None,
                                   parent_provider_uuid=None, *args, **kwargs):

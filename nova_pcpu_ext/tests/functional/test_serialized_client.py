@@ -388,7 +388,7 @@ class SerializedLockOrderTest(_RaceTestBase):
 
 
 class WholeCacheNovaTest(_RaceTestBase):
-    """The resource tracker of Nova 2024.1 snapshots the whole cache."""
+    """Nova 2024.1 and 2025.1 snapshot the whole cache in the RT update."""
 
     whole_cache = True
 

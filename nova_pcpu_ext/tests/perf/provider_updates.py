@@ -85,9 +85,11 @@ class _Variant(object):
 
 def _update(variant, ctxt, rp_uuid, reserved):
     """What ResourceTracker._update_to_placement does for one node."""
+    # Nova 2024.1 snapshots the whole cache, later Nova the node's subtree.
+    snapshot = getattr(variant.client, 'get_provider_subtree_and_ensure_root',
+                       variant.client.get_provider_tree_and_ensure_root)
     with variant.tree_lock(rp_uuid, 'update'):
-        tree = variant.client.get_provider_subtree_and_ensure_root(
-            ctxt, rp_uuid, name=rp_uuid)
+        tree = snapshot(ctxt, rp_uuid, name=rp_uuid)
         inventory = {'VCPU': {'total': 64, 'reserved': reserved,
                               'min_unit': 1, 'max_unit': 64, 'step_size': 1,
                               'allocation_ratio': 4.0}}
