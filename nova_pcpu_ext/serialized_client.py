@@ -47,6 +47,9 @@ _RT_UPDATE = ('nova.compute.resource_tracker:ResourceTracker.'
               '_update_to_placement')
 _STATUS_UPDATE = ('nova.compute.manager:ComputeVirtAPI.'
                   'update_compute_provider_status')
+#: Whether the resource tracker snapshots only the tree of the node it
+#: updates. Nova 2024.1 and 2025.1 snapshot the whole provider cache: then
+#: every cached tree takes part in the update.
 _HAS_SUBTREE_SNAPSHOT = hasattr(report.SchedulerReportClient,
                                 'get_provider_subtree_and_ensure_root')
 
@@ -195,21 +198,12 @@ class ProviderLocks(object):
             call()
 
 
-def _snapshots_whole_cache():
-    """Whether the resource tracker snapshots the whole provider cache.
-
-    Nova 2024.1 and 2025.1 do, not only the tree of the node they update:
-    then every cached tree takes part in the update.
-    """
-    return not _HAS_SUBTREE_SNAPSHOT
-
-
 def serialize_update(stock):
     """Wrap ``ResourceTracker._update_to_placement`` in its tree's lock.
 
     The whole snapshot-to-flush of one compute node is one tree operation.
     """
-    whole_cache = _snapshots_whole_cache()
+    whole_cache = not _HAS_SUBTREE_SNAPSHOT
 
     @functools.wraps(stock)
     def _update_to_placement(self, context, compute_node, *args, **kwargs):

@@ -393,9 +393,9 @@ class WholeCacheNovaTest(_RaceTestBase):
     whole_cache = True
 
     def setUp(self):
-        self.useFixture(fixtures.MockPatch(
-            'nova_pcpu_ext.serialized_client._snapshots_whole_cache',
-            return_value=self.whole_cache))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_pcpu_ext.serialized_client._HAS_SUBTREE_SNAPSHOT',
+            not self.whole_cache))
         super().setUp()
         ctxt = nova_context.get_admin_context()
         self.placement.post('/resource_providers', {
