@@ -6,7 +6,9 @@
 #   tools/update-constraints.sh [SERIES [UPSTREAM_CONSTRAINTS]]
 #
 # SERIES is 2026.2 (the default; writes constraints.txt, which also pins the
-# docs and lint tools), 2025.1 or 2024.1 (write constraints/nova-SERIES.txt).
+# docs and lint tools), 2025.1 or 2024.1 (write constraints/nova-SERIES.txt),
+# or cloud (writes constraints/cloud.txt: constraints.txt plus the loopback
+# cloud's services, started from constraints.txt so the two agree).
 # UPSTREAM_CONSTRAINTS (optional) is the series' upper-constraints file;
 # lines that conflict with the chosen Nova and placement are dropped.
 set -euo pipefail
@@ -23,7 +25,11 @@ case "$series" in
             out=constraints/nova-2025.1.txt ;;
     2024.1) nova=nova==29.4.0; placement=openstack-placement==11.0.1
             out=constraints/nova-2024.1.txt ;;
-    *) echo "unknown series $series: 2024.1, 2025.1 or 2026.2" >&2; exit 2 ;;
+    cloud) nova=nova==34.0.0; placement=openstack-placement==16.0.0
+           out=constraints/cloud.txt; upstream=${upstream:-constraints.txt}
+           extra=(-r cloud-requirements.txt libvirt-python) ;;
+    *) echo "unknown series $series: 2024.1, 2025.1, 2026.2 or cloud" >&2
+       exit 2 ;;
 esac
 
 work=$(mktemp -d)
@@ -35,7 +41,7 @@ pip="$work/venv/bin/pip"
 : > "$work/upstream.txt"
 # gunicorn only serves placement in the tests, with the newest release's
 # options: leave it unpinned by the series.
-[ -n "$upstream" ] && grep -viE '^gunicorn===' "$upstream" \
+[ -n "$upstream" ] && grep -viE '^gunicorn===?' "$upstream" \
     > "$work/upstream.txt"
 
 # Drop each upstream pin that conflicts with the requested versions.
@@ -52,7 +58,7 @@ for _ in $(seq 1 20); do
         exit 1
     fi
     pattern=$(echo "$conflict" | sed 's/[-_.]/[-_.]/g')
-    grep -viE "^${pattern}===" "$work/upstream.txt" > "$work/next" || true
+    grep -viE "^${pattern}===?" "$work/upstream.txt" > "$work/next" || true
     mv "$work/next" "$work/upstream.txt"
 done
 

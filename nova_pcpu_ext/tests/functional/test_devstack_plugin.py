@@ -12,8 +12,7 @@
 
 """The devstack plugin's phases against scratch devstack configuration.
 
-devstack itself is not available here: its ini functions are replaced by
-devstack_ini, and the process functions record what they were asked.
+devstack itself is not available here: see :mod:`nova_pcpu_ext.tests.devstack`.
 """
 
 import os
@@ -25,25 +24,7 @@ import textwrap
 import fixtures
 import testtools
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
-
-SHIMS = textwrap.dedent('''
-    ini() { "$PYTHON" -m nova_pcpu_ext.tests.functional.devstack_ini "$@"; }
-    iniset() { ini set "$@"; }
-    iniadd() { ini add "$@"; }
-    iniget_multiline() { ini get "$@"; }
-    iniset_multiline() { ini set_multi "$@"; }
-    inidelete() { ini delete "$@"; }
-    define_plugin() { :; }
-    enable_service() { :; }
-    is_service_enabled() { return 0; }
-    echo_summary() { echo "$@"; }
-    setup_develop() { echo "setup_develop $*" >> "$CALLS"; }
-    pip_uninstall() { echo "pip_uninstall $*" >> "$CALLS"; }
-    stop_process() { echo "stop_process $*" >> "$CALLS"; }
-    run_process() { echo "run_process $*" >> "$CALLS"; }
-''')
+from nova_pcpu_ext.tests import devstack
 
 # A typical devstack nova.conf: Nova's default available_filters.
 NOVA_CONF = textwrap.dedent('''
@@ -87,8 +68,6 @@ class DevstackPluginTest(testtools.TestCase):
         self.nova_conf = self.write('nova.conf', NOVA_CONF)
         self.cpu_conf = self.write('nova-cpu.conf', NOVA_CONF)
         self.tempest_conf = self.write('tempest.conf', '[DEFAULT]\n')
-        self.calls = os.path.join(self.tmp, 'calls')
-        self.shims = self.write('shims.sh', SHIMS)
 
     def write(self, name, text):
         path = os.path.join(self.tmp, name)
@@ -101,17 +80,11 @@ class DevstackPluginTest(testtools.TestCase):
             return f.read()
 
     def phase(self, *args, **settings):
-        env = dict(os.environ, PYTHON=sys.executable, CALLS=self.calls,
-                   DEST=self.tmp, NOVA_CONF=self.nova_conf,
-                   NOVA_CPU_CONF=self.cpu_conf,
-                   TEMPEST_CONFIG=self.tempest_conf,
-                   NOVA_BIN_DIR=sysconfig.get_path('scripts'),
-                   LIBVIRT_GROUP='libvirt', PYTHONPATH=TOP, **settings)
-        subprocess.run(
-            ['bash', '-euc', 'source "$1"; source devstack/settings; '
-             'shift; source devstack/plugin.sh "$@"', 'phase',
-             self.shims] + list(args),
-            cwd=TOP, env=env, check=True, capture_output=True, text=True)
+        """The calls the phase made of devstack's process functions."""
+        return devstack.run_plugin(
+            args, self.tmp, NOVA_CONF=self.nova_conf,
+            NOVA_CPU_CONF=self.cpu_conf, TEMPEST_CONFIG=self.tempest_conf,
+            **settings)
 
     def check(self, conf):
         return subprocess.run(
@@ -126,9 +99,8 @@ class DevstackPluginTest(testtools.TestCase):
                 if line.startswith('available_filters')]
 
     def test_install(self):
-        self.phase('stack', 'install')
-        self.assertEqual('setup_develop %s/nova-pcpu-ext\n' % self.tmp,
-                         self.read(self.calls))
+        self.assertEqual([['setup_develop', '%s/nova-pcpu-ext' % self.tmp]],
+                         self.phase('stack', 'install'))
 
     def test_post_config_activates_the_scheduler(self):
         self.phase('stack', 'post-config',
@@ -155,13 +127,14 @@ class DevstackPluginTest(testtools.TestCase):
 
     def test_extra_runs_compute_as_nova_pcpu_ext_compute(self):
         self.phase('stack', 'post-config')
-        self.phase('stack', 'extra')
+        calls = self.phase('stack', 'extra')
 
         self.assertEqual(
-            'stop_process n-cpu\n'
-            'run_process n-cpu %s/nova-pcpu-ext-compute --config-file %s '
-            'libvirt\n' % (sysconfig.get_path('scripts'), self.cpu_conf),
-            self.read(self.calls))
+            [['stop_process', 'n-cpu'],
+             ['run_process', 'n-cpu', '%s/nova-pcpu-ext-compute '
+              '--config-file %s' % (sysconfig.get_path('scripts'),
+                                    self.cpu_conf), 'libvirt']],
+            calls)
         self.assertTrue(os.access(os.path.join(
             sysconfig.get_path('scripts'), 'nova-pcpu-ext-compute'),
             os.X_OK))
@@ -171,17 +144,17 @@ class DevstackPluginTest(testtools.TestCase):
 
     def test_test_config(self):
         self.phase('stack', 'test-config',
-                   NOVA_PCPU_EXT_TEMPEST_NEW_STYLE_CPU_CONFIG='True')
+                   NOVA_PCPU_EXT_TEMPEST_STATUS_STORM_SECONDS='20')
         tempest_conf = self.read(self.tempest_conf)
         self.assertIn('[service_available]\nnova_pcpu_ext = True',
                       tempest_conf)
-        self.assertIn('new_style_cpu_config = True', tempest_conf)
+        self.assertIn('status_storm_seconds = 20', tempest_conf)
 
     def test_clean_undoes_post_config(self):
         self.phase('stack', 'post-config')
-        self.phase('clean')
+        calls = self.phase('clean')
 
         self.assertEqual(['nova.scheduler.filters.all_filters'],
                          self.available_filters())
         self.assertNotIn('request_filters', self.read(self.nova_conf))
-        self.assertIn('pip_uninstall nova-pcpu-ext', self.read(self.calls))
+        self.assertIn(['pip_uninstall', 'nova-pcpu-ext'], calls)

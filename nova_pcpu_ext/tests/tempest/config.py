@@ -28,22 +28,22 @@ group = cfg.OptGroup(
     help='What the compute hosts of the deployment look like.')
 
 opts = [
-    cfg.BoolOpt('new_style_cpu_config',
-                default=False,
-                help='Compute hosts set [compute] cpu_dedicated_set and '
-                     'cpu_shared_set (they report PCPU).'),
-    cfg.BoolOpt('all_hosts_hyperthreaded',
-                default=True,
-                help='Every compute host has hyperthreads '
-                     '(HW_CPU_HYPERTHREADING).'),
-    cfg.BoolOpt('host_without_hyperthreads',
-                default=False,
-                help='At least one new-style compute host without '
-                     'hyperthreads has a free PCPU.'),
     cfg.FloatOpt('cpu_allocation_ratio', default=4.0,
                  help='VCPU allocation ratio the hosts should report.'),
     cfg.FloatOpt('ram_allocation_ratio', default=1.0,
                  help='MEMORY_MB allocation ratio the hosts should report.'),
     cfg.FloatOpt('disk_allocation_ratio', default=1.0,
                  help='DISK_GB allocation ratio the hosts should report.'),
+    cfg.IntOpt('status_storm_seconds', default=60, min=1,
+               help='How long the status test disables and enables every '
+                    'compute service.'),
+    cfg.StrOpt('libvirt_host',
+               help='Service host of a compute on libvirt whose guests the '
+                    'whitebox test may inspect (unset: test skipped).'),
+    cfg.StrOpt('libvirt_uri', default='qemu:///system',
+               help='libvirt connection URI of libvirt_host, from where '
+                    'tempest runs (needs the libvirt-python package).'),
+    cfg.StrOpt('libvirt_cpu_dedicated_set',
+               help='[compute] cpu_dedicated_set of libvirt_host, as libvirt '
+                    'writes a cpuset (for example 1 or 2-3).'),
 ]

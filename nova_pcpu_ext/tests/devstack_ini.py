@@ -12,7 +12,7 @@
 
 """Minimal stand-ins for devstack's ini functions, for the plugin test.
 
-``python -m nova_pcpu_ext.tests.functional.devstack_ini OP FILE SECTION
+``python -m nova_pcpu_ext.tests.devstack_ini OP FILE SECTION
 OPTION [VALUE...]`` with OP one of set, add, get, set_multi, delete; like
 devstack's, they edit the file line by line and keep repeated options.
 """

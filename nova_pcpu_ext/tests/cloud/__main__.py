@@ -1,0 +1,284 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A whole cloud on this machine: stock Nova and Nova with the extension,
+side by side, each run through tempest.
+
+``python -m nova_pcpu_ext.tests.cloud [--no-libvirt] [--keep | --stop]
+[--work-dir DIR]``; ``tox -e cloud`` installs what it needs first.
+Ends with ``results: <json>``; exits 1 if a check failed.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+from nova_pcpu_ext.tests.cloud import backing
+from nova_pcpu_ext.tests.cloud import deploy
+from nova_pcpu_ext.tests.cloud import logs
+from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests.cloud import tempest_run
+
+DEPLOYMENTS = (('stock', False), ('ext', True))
+# Stopped last, so that no service logs errors about those gone before.
+STOP_LAST = ('keystone', 'rabbitmq', 'mariadb', 'epmd')
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog='tox -e cloud --', description=(
+        'Deploy stock Nova and Nova with nova-pcpu-ext on this machine and '
+        'run tempest against both.'))
+    parser.add_argument('--work-dir', default='.cloud',
+                        help='Where pid files, logs, databases and results '
+                             'go (default: %(default)s).')
+    parser.add_argument('--no-libvirt', action='store_true',
+                        help='Leave out the real-libvirt computes, for '
+                             'machines that cannot run libvirtd.')
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument('--keep', action='store_true',
+                      help='Leave the extension deployment running and '
+                           'print its openrc.')
+    mode.add_argument('--stop', action='store_true',
+                      help='Stop a cloud left running by --keep.')
+    return parser.parse_args(argv)
+
+
+class Phases:
+    """Wall time of each phase of the run."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    def __call__(self, name, function, *args):
+        start = time.monotonic()
+        try:
+            return function(*args)
+        finally:
+            self.seconds[name] = round(time.monotonic() - start, 1)
+
+
+class MemorySampler(threading.Thread):
+    """Peak resident memory of the cloud's processes and guests."""
+
+    def __init__(self, procs):
+        super().__init__(daemon=True)
+        self.procs = procs
+        self.peak_mib = 0
+        self.stopped = threading.Event()
+
+    def run(self):
+        while not self.stopped.wait(2):
+            groups = set(self.procs.running().values())
+            total = sum(rss for pgid, cmd, rss in _processes()
+                        if pgid in groups or cmd.startswith('qemu-system'))
+            self.peak_mib = max(self.peak_mib, total // 1024)
+
+
+def _processes():
+    """(process group, command name, RSS KiB) of every process."""
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % entry) as f:
+                stat = f.read()
+            with open('/proc/%s/status' % entry) as f:
+                rss = [int(line.split()[1]) for line in f
+                       if line.startswith('VmRSS:')]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = stat[stat.index('(') + 1:stat.rindex(')')]
+        yield int(stat.rsplit(')', 1)[1].split()[2]), name, sum(rss)
+
+
+class Cloud:
+
+    def __init__(self, args):
+        self.args = args
+        self.dir = os.path.abspath(args.work_dir)
+        self.procs = processes.Processes(self.dir)
+
+    def fresh(self):
+        if self.procs.running():
+            sys.exit('a cloud is running from %s: stop it with --stop' %
+                     self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.procs = processes.Processes(self.dir)
+        names = ['mariadb', 'rabbitmq', 'keystone', 'glance', 'network']
+        for name, _ in DEPLOYMENTS:
+            names += ['%s-placement' % name, '%s-nova-api' % name]
+        self.ports = {name: processes.free_port() for name in names}
+
+    def up(self, phases):
+        self.db = backing.MariaDB(self.procs, self.dir, self.ports['mariadb'])
+        self.rabbit = backing.RabbitMQ(self.procs, self.dir,
+                                       self.ports['rabbitmq'])
+        self.shared = deploy.SharedServices(self.procs, self.dir, self.db,
+                                            self.ports)
+
+        def identity_and_images():
+            self.db.start()
+            self.shared.start_keystone()
+            self.shared.register(
+                [name for name, _ in DEPLOYMENTS],
+                {name: 'http://127.0.0.1:%d' % self.ports[name + '-placement']
+                 for name, _ in DEPLOYMENTS},
+                {name: 'http://127.0.0.1:%d/v2.1' %
+                 self.ports[name + '-nova-api'] for name, _ in DEPLOYMENTS})
+            self.shared.start_glance()
+            self.shared.start_network_standin()
+            self.image_id = self.shared.upload_image()
+
+        backing_services = [identity_and_images, self.rabbit.start]
+        if not self.args.no_libvirt:
+            libvirt = backing.Libvirt(self.procs, self.dir)
+            backing_services.append(libvirt.start)
+        phases('backing services', _together, backing_services)
+
+        self.deployments = [
+            deploy.NovaDeployment(
+                name, extension, self.shared, self.rabbit,
+                {'placement': self.ports[name + '-placement'],
+                 'nova-api': self.ports[name + '-nova-api']},
+                libvirt=not self.args.no_libvirt)
+            for name, extension in DEPLOYMENTS]
+        phases('nova deployments', _together,
+               [lambda d=d: self.deploy(d) for d in self.deployments])
+
+    def deploy(self, deployment):
+        deployment.start_placement()
+        deployment.configure()
+        deployment.start_services()
+        deployment.start_computes()
+        deployment.wait_for_computes()
+        deployment.flavor_ids = deployment.create_flavors()
+
+    def test(self, phases):
+        results = {}
+        for deployment in self.deployments:
+            results[deployment.name] = phases(
+                'tempest ' + deployment.name, tempest_run.run, deployment,
+                self.image_id, deployment.flavor_ids,
+                not self.args.no_libvirt, self.dir)
+        return results
+
+    def stop(self, keep=()):
+        """Stop every process of the cloud except ``keep``.
+
+        True if no other process of the cloud is left.
+        """
+        names = [n for n in self.procs.running() if n not in keep]
+        nova = [n for n in names if '-compute-' in n or '-nova-' in n]
+        self.procs.stop(*nova)
+        prefixes = [name + '-' for name, _ in DEPLOYMENTS
+                    if not any(k.startswith(name + '-') for k in keep)]
+        if prefixes and backing.Libvirt.answers():
+            # Guests outlive their compute: remove them before libvirtd.
+            backing.Libvirt.destroy_domains(prefixes)
+        rest = [n for n in names if n not in nova]
+        self.procs.stop(*[n for n in rest if n not in STOP_LAST])
+        for name in STOP_LAST:
+            if name in rest:
+                self.procs.stop(name)
+        return not [n for n in self.procs.running() if n not in keep]
+
+    def openrc(self):
+        path = os.path.join(self.dir, 'openrc')
+        with open(path, 'w') as f:
+            f.write('export OS_AUTH_URL=%s OS_USERNAME=admin '
+                    'OS_PASSWORD=%s OS_PROJECT_NAME=admin '
+                    'OS_USER_DOMAIN_NAME=Default '
+                    'OS_PROJECT_DOMAIN_NAME=Default OS_REGION_NAME=ext '
+                    'OS_IDENTITY_API_VERSION=3\n' % (
+                        self.shared.keystone_url, deploy.ADMIN_PASSWORD))
+        return path
+
+
+def _together(functions):
+    """Run ``functions`` in threads; raise the first error."""
+    with concurrent.futures.ThreadPoolExecutor(len(functions)) as pool:
+        for future in [pool.submit(f) for f in functions]:
+            future.result()
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    cloud = Cloud(args)
+    if args.stop:
+        stopped = cloud.stop()
+        print('cloud stopped' if stopped else 'processes left: %s' %
+              cloud.procs.running())
+        return 0 if stopped else 1
+
+    # SIGTERM (and Ctrl-C) end the run through the same clean-up.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit('terminated'))
+    cloud.fresh()
+    phases = Phases()
+    sampler = MemorySampler(cloud.procs)
+    sampler.start()
+    results, failures, kept = {}, [], ()
+    try:
+        phases('up', cloud.up, phases)
+        results = cloud.test(phases)
+        failures += tempest_run.verdict(results, not args.no_libvirt)
+        if args.keep:
+            kept = [n for n in cloud.procs.running()
+                    if not n.startswith('stock-')]
+    except Exception as error:
+        failures.append('run: %s: %s' % (type(error).__name__, error))
+    finally:
+        sampler.stopped.set()
+        if not phases('stop', cloud.stop, kept):
+            failures.append('processes left running: %s' %
+                            cloud.procs.running())
+
+    unexpected, allowed = logs.unexpected_errors(cloud.procs.log_dir)
+    failures += ['log %s: %s' % entry for entry in unexpected[:30]]
+    ext_services = ['ext-nova-scheduler.log'] + [
+        'ext-compute-%s.log' % c.host for c in cloud.deployments[-1].computes
+    ] if hasattr(cloud, 'deployments') else []
+    failures += ['no activation lines in %s' % name for name in
+                 logs.missing_activation(cloud.procs.log_dir, ext_services)]
+
+    print(tempest_run.table(results))
+    summary = {
+        'tempest': {name: {test_id: status for test_id, (status, _)
+                           in tests.items()}
+                    for name, tests in results.items()},
+        'phases_s': phases.seconds,
+        'peak_rss_mib': sampler.peak_mib,
+        'allowlisted_log_lines': allowed,
+        'failures': failures,
+    }
+    path = os.path.join(cloud.dir, 'results.json')
+    with open(path, 'w') as f:
+        json.dump(summary, f, indent=2)
+    print('phases (s): %s' % phases.seconds)
+    print('peak RSS of the cloud: %d MiB' % sampler.peak_mib)
+    for failure in failures:
+        print('FAILED: %s' % failure)
+    if kept:
+        print('extension deployment left running; source %s and use the '
+              'openstack client; stop it with: tox -e cloud -- --stop' %
+              cloud.openrc())
+    print('results: %s' % path)
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,398 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The OpenStack services of the loopback cloud, configured as devstack
+would: keystone and glance shared, and per deployment (stock, ext) its own
+region, placement, Nova databases, RabbitMQ virtual host and services.
+
+The extension's part of nova.conf and tempest.conf is written by
+``devstack/plugin.sh`` itself (:mod:`nova_pcpu_ext.tests.devstack`).
+"""
+
+import collections
+import configparser
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+
+import openstack
+
+from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests import devstack
+
+BIN = sysconfig.get_path('scripts')
+ETC = os.path.join(sys.prefix, 'etc')
+ADMIN_PASSWORD = 'cloud-admin'
+SERVICE_PASSWORD = 'cloud-service'
+SHARED_REGION = 'RegionOne'
+
+#: A compute host of each deployment. ``fake`` is (cores, threads) of a
+#: fakelibvirt host; None is the real-libvirt host.
+Compute = collections.namedtuple(
+    'Compute', 'host fake eventlet options')
+
+COMPUTES = (
+    Compute('ht', (2, 2), False, {
+        'compute': {'cpu_dedicated_set': '0-1', 'cpu_shared_set': '2-3'}}),
+    # Deployed with a zero initial ratio and no explicit ratio, the case
+    # of Nova bug 1789654.
+    Compute('noht', (4, 1), False, {
+        'compute': {'cpu_dedicated_set': '0-1', 'cpu_shared_set': '2-3'},
+        'DEFAULT': {'initial_cpu_allocation_ratio': '0.0'}}),
+    Compute('legacy-ht', (2, 2), True, {
+        'DEFAULT': {'vcpu_pin_set': '0-3'}}),
+    Compute('libvirt', None, False, {
+        'compute': {'cpu_dedicated_set': '1', 'cpu_shared_set': '0'},
+        'libvirt': {'virt_type': 'qemu', 'cpu_mode': 'none'}}),
+)
+
+
+def write_conf(path, sections):
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    for section, options in sections.items():
+        parser[section] = {k: str(v) for k, v in options.items()}
+    with open(path, 'w') as f:
+        parser.write(f)
+
+
+def run(argv, **kwargs):
+    result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if result.returncode:
+        raise processes.StartError('%s failed:\n%s%s' % (
+            shlex.join(argv), result.stdout[-3000:], result.stderr[-3000:]))
+    return result.stdout
+
+
+def gunicorn(port, app, workers=1):
+    return [sys.executable, '-m', 'gunicorn', '--no-control-socket',
+            '--bind', '127.0.0.1:%d' % port, '--workers', str(workers),
+            '--threads', '4', '--timeout', '120', '--log-level', 'warning',
+            app]
+
+
+def authtoken(keystone_url, username):
+    return {'auth_type': 'password', 'auth_url': keystone_url,
+            'www_authenticate_uri': keystone_url,
+            'username': username, 'password': SERVICE_PASSWORD,
+            'project_name': 'service', 'user_domain_name': 'Default',
+            'project_domain_name': 'Default'}
+
+
+class SharedServices:
+    """keystone, glance and the network stand-in, for both deployments."""
+
+    def __init__(self, procs, work_dir, db, ports):
+        self.procs = procs
+        self.dir = work_dir
+        self.db = db
+        self.ports = ports
+        self.keystone_url = 'http://127.0.0.1:%d/v3' % ports['keystone']
+        self.glance_url = 'http://127.0.0.1:%d' % ports['glance']
+        self.network_url = 'http://127.0.0.1:%d' % ports['network']
+
+    def start_keystone(self):
+        conf_dir = os.path.join(self.dir, 'keystone')
+        os.makedirs(conf_dir, exist_ok=True)
+        write_conf(os.path.join(conf_dir, 'keystone.conf'), {
+            'DEFAULT': {'log_file': self.procs.log_path('keystone')},
+            'database': {'connection': self.db.database('keystone')},
+            'token': {'provider': 'fernet'},
+            'fernet_tokens': {'key_repository':
+                              os.path.join(conf_dir, 'fernet-keys')},
+            'credential': {'key_repository':
+                           os.path.join(conf_dir, 'credential-keys')},
+        })
+        manage = [os.path.join(BIN, 'keystone-manage'), '--config-dir',
+                  conf_dir]
+        owner = ['--keystone-user', 'root', '--keystone-group', 'root']
+        run(manage + ['db_sync'])
+        run(manage + ['fernet_setup'] + owner)
+        run(manage + ['credential_setup'] + owner)
+        run(manage + ['bootstrap', '--bootstrap-password', ADMIN_PASSWORD,
+                      '--bootstrap-admin-url', self.keystone_url,
+                      '--bootstrap-internal-url', self.keystone_url,
+                      '--bootstrap-public-url', self.keystone_url,
+                      '--bootstrap-region-id', SHARED_REGION])
+        env = dict(os.environ, OS_KEYSTONE_CONFIG_DIR=conf_dir,
+                   CLOUD_WSGI_APP='keystone.wsgi.api:application')
+        self.procs.start('keystone', gunicorn(
+            self.ports['keystone'], 'nova_pcpu_ext.tests.cloud.wsgi'), env=env)
+        self.procs.wait_for_http('keystone', self.keystone_url)
+
+    def admin(self, region=SHARED_REGION):
+        return openstack.connect(
+            auth_url=self.keystone_url, username='admin',
+            password=ADMIN_PASSWORD, project_name='admin',
+            user_domain_name='Default', project_domain_name='Default',
+            region_name=region, identity_api_version='3')
+
+    def register(self, regions, placement_urls, compute_urls):
+        """Service users, services and endpoints of every region."""
+        conn = self.admin()
+        identity = conn.identity
+        project = identity.create_project(name='service',
+                                          domain_id='default')
+        admin_role = identity.find_role('admin')
+        for name in ('nova', 'placement', 'glance', 'neutron'):
+            user = identity.create_user(name=name, password=SERVICE_PASSWORD,
+                                        domain_id='default')
+            identity.assign_project_role_to_user(project, user, admin_role)
+        shared = regions + [SHARED_REGION]
+        urls = {'image': dict.fromkeys(shared, self.glance_url),
+                'network': dict.fromkeys(shared, self.network_url),
+                'placement': placement_urls, 'compute': compute_urls,
+                # bootstrap registered it in the shared region only.
+                'identity': dict.fromkeys(regions, self.keystone_url)}
+        names = {'image': 'glance', 'network': 'neutron',
+                 'placement': 'placement', 'compute': 'nova'}
+        for region in regions:
+            identity.create_region(id=region)
+        for kind, by_region in urls.items():
+            service = (identity.find_service('keystone') if kind == 'identity'
+                       else identity.create_service(name=names[kind],
+                                                    type=kind))
+            for region, url in by_region.items():
+                for interface in ('public', 'internal'):
+                    identity.create_endpoint(
+                        service_id=service.id, interface=interface, url=url,
+                        region_id=region)
+
+    def start_glance(self):
+        conf_dir = os.path.join(self.dir, 'glance')
+        stores = {name: os.path.join(conf_dir, name)
+                  for name in ('images', 'staging', 'tasks')}
+        for path in stores.values():
+            os.makedirs(path, exist_ok=True)
+        shutil.copy(os.path.join(ETC, 'glance', 'glance-api-paste.ini'),
+                    conf_dir)
+        write_conf(os.path.join(conf_dir, 'glance-api.conf'), {
+            'DEFAULT': {'enabled_backends': 'fs:file',
+                        'log_file': self.procs.log_path('glance')},
+            'glance_store': {'default_backend': 'fs'},
+            'fs': {'filesystem_store_datadir': stores['images']},
+            'os_glance_staging_store': {
+                'filesystem_store_datadir': stores['staging']},
+            'os_glance_tasks_store': {
+                'filesystem_store_datadir': stores['tasks']},
+            'database': {'connection': self.db.database('glance')},
+            'keystone_authtoken': authtoken(self.keystone_url, 'glance'),
+            'paste_deploy': {'flavor': 'keystone'},
+            'oslo_concurrency': {'lock_path': conf_dir},
+        })
+        run([os.path.join(BIN, 'glance-manage'), '--config-dir', conf_dir,
+             'db_sync'])
+        env = dict(os.environ, OS_GLANCE_CONFIG_DIR=conf_dir,
+                   CLOUD_WSGI_APP='glance.wsgi.api:application')
+        self.procs.start('glance', gunicorn(
+            self.ports['glance'], 'nova_pcpu_ext.tests.cloud.wsgi'), env=env)
+        self.procs.wait_for_http('glance', self.glance_url)
+
+    def start_network_standin(self):
+        self.procs.start('network-standin', [
+            sys.executable, '-m', 'nova_pcpu_ext.tests.cloud.network_standin',
+            str(self.ports['network'])])
+        self.procs.wait_for_http('network-standin', self.network_url)
+
+    def upload_image(self):
+        """A 1 MiB raw image of zeros; its id.
+
+        The firmware finds nothing to boot and idles, which is all a
+        pinned guest needs to do here.
+        """
+        image = self.admin().image.create_image(
+            name='zeros', data=b'\0' * (1 << 20), disk_format='raw',
+            container_format='bare', visibility='public',
+            allow_duplicates=True)
+        return image.id
+
+
+class NovaDeployment:
+    """placement and Nova of one deployment, in region ``name``."""
+
+    def __init__(self, name, extension, shared, rabbit, ports, libvirt):
+        self.name = name
+        self.extension = extension
+        self.shared = shared
+        self.procs, self.db = shared.procs, shared.db
+        self.dir = os.path.join(shared.dir, name)
+        self.rabbit = rabbit
+        self.ports = ports
+        self.placement_url = 'http://127.0.0.1:%d' % ports['placement']
+        self.compute_url = 'http://127.0.0.1:%d/v2.1' % ports['nova-api']
+        self.nova_conf = os.path.join(self.dir, 'nova.conf')
+        self.computes = [c for c in COMPUTES if c.fake or libvirt]
+
+    def service(self, name):
+        return '%s-%s' % (self.name, name)
+
+    def start_placement(self):
+        conf_dir = os.path.join(self.dir, 'placement')
+        os.makedirs(conf_dir, exist_ok=True)
+        write_conf(os.path.join(conf_dir, 'placement.conf'), {
+            'DEFAULT': {'log_file': self.procs.log_path(
+                self.service('placement'))},
+            'placement_database': {'connection': self.db.database(
+                '%s_placement' % self.name)},
+            'api': {'auth_strategy': 'keystone'},
+            'keystone_authtoken': authtoken(self.shared.keystone_url,
+                                            'placement'),
+        })
+        run([os.path.join(BIN, 'placement-manage'), '--config-dir', conf_dir,
+             'db', 'sync'])
+        env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=conf_dir,
+                   CLOUD_WSGI_APP='placement.wsgi.api:application')
+        self.procs.start(self.service('placement'), gunicorn(
+            self.ports['placement'], 'nova_pcpu_ext.tests.cloud.wsgi',
+            workers=2), env=env)
+        self.procs.wait_for_http(self.service('placement'),
+                                 self.placement_url)
+
+    def base_conf(self):
+        keystone = self.shared.keystone_url
+        client = dict(authtoken(keystone, 'nova'), region_name=self.name)
+        client.pop('www_authenticate_uri')
+        return {
+            'DEFAULT': {
+                'transport_url': self.transport_url,
+                'state_path': self.dir,
+                'instance_name_template': '%s-%%08x' % self.name,
+                'debug': 'False',
+            },
+            'api': {'auth_strategy': 'keystone'},
+            'keystone_authtoken': authtoken(keystone, 'nova'),
+            'placement': client,
+            'glance': {'region_name': self.name},
+            'neutron': dict(client, auth_url=keystone),
+            'oslo_concurrency': {'lock_path': os.path.join(self.dir, 'lock')},
+            'oslo_messaging_notifications': {'driver': 'noop'},
+        }
+
+    def configure(self):
+        """nova.conf of the API, conductor and scheduler, and the cells."""
+        os.makedirs(self.dir, exist_ok=True)
+        self.transport_url = self.rabbit.vhost(self.name)
+        databases = {kind: self.db.database('%s_nova_%s' % (self.name, kind))
+                     for kind in ('api', 'cell0', 'cell1')}
+        conf = self.base_conf()
+        conf['database'] = {'connection': databases['cell1']}
+        conf['api_database'] = {'connection': databases['api']}
+        conf['scheduler'] = {'discover_hosts_in_cells_interval': '2'}
+        conf['filter_scheduler'] = {'enabled_filters': ','.join((
+            'ComputeFilter', 'ComputeCapabilitiesFilter',
+            'ImagePropertiesFilter', 'NUMATopologyFilter'))}
+        write_conf(self.nova_conf, conf)
+        shutil.copy(os.path.join(ETC, 'nova', 'api-paste.ini'), self.dir)
+        if self.extension:
+            devstack.run_plugin(['stack', 'post-config'], self.dir,
+                                NOVA_CONF=self.nova_conf)
+        manage = [os.path.join(BIN, 'nova-manage'), '--config-file',
+                  self.nova_conf]
+        run(manage + ['api_db', 'sync'])
+        run(manage + ['cell_v2', 'map_cell0', '--database_connection',
+                      databases['cell0']])
+        run(manage + ['cell_v2', 'create_cell', '--name', 'cell1',
+                      '--database_connection', databases['cell1'],
+                      '--transport-url', self.transport_url])
+        run(manage + ['db', 'sync'])
+
+    def env(self, eventlet=False):
+        return dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING=(
+            '0' if eventlet else '1'))
+
+    def start_services(self):
+        # nova-api reads api-paste.ini and nova.conf from there.
+        api_env = dict(self.env(), OS_NOVA_CONFIG_DIR=self.dir,
+                       CLOUD_WSGI_APP='nova.wsgi.osapi_compute:application')
+        self.procs.start(self.service('nova-api'), gunicorn(
+            self.ports['nova-api'], 'nova_pcpu_ext.tests.cloud.wsgi'),
+            env=api_env)
+        # The conductor in native threading, the scheduler in eventlet mode.
+        for binary, eventlet in (('nova-conductor', False),
+                                 ('nova-scheduler', True)):
+            name = self.service(binary)
+            self.procs.start(name, [
+                os.path.join(BIN, binary), '--config-file', self.nova_conf,
+                '--log-file', self.procs.log_path(name)],
+                env=self.env(eventlet))
+        self.procs.wait_for_http(self.service('nova-api'), self.compute_url)
+
+    def compute_command(self, compute, conf_path):
+        """The command devstack's run_process would be given for n-cpu."""
+        if not self.extension:
+            return [os.path.join(BIN, 'nova-compute'), '--config-file',
+                    conf_path]
+        calls = devstack.run_plugin(['stack', 'extra'], self.dir,
+                                    NOVA_CPU_CONF=conf_path)
+        (call,) = [c for c in calls if c[:2] == ['run_process', 'n-cpu']]
+        # run_process n-cpu "COMMAND" GROUP
+        return shlex.split(call[2])
+
+    def start_computes(self):
+        for compute in self.computes:
+            name = self.service('compute-' + compute.host)
+            conf = self.base_conf()
+            conf['DEFAULT'].update(
+                host=compute.host, log_file=self.procs.log_path(name),
+                state_path=os.path.join(self.dir, compute.host),
+                instances_path=os.path.join(self.dir, compute.host,
+                                            'instances'),
+                compute_driver='libvirt.LibvirtDriver',
+                update_resources_interval='1')
+            conf['nova_sys_admin'] = {'helper_command': '%s --config-file %s'
+                                      % (os.path.join(BIN, 'privsep-helper'),
+                                         conf_path_of(self.dir, compute))}
+            for section, options in compute.options.items():
+                conf.setdefault(section, {}).update(options)
+            conf_path = conf_path_of(self.dir, compute)
+            os.makedirs(conf['DEFAULT']['instances_path'], exist_ok=True)
+            write_conf(conf_path, conf)
+            command = self.compute_command(compute, conf_path)
+            if compute.fake:
+                command = [sys.executable, '-m',
+                           'nova_pcpu_ext.tests.cloud.fake_compute',
+                           str(compute.fake[0]), str(compute.fake[1])
+                           ] + command
+            self.procs.start(name, command, env=self.env(compute.eventlet))
+
+    def wait_for_computes(self, timeout=180):
+        """Until every compute has a hypervisor with a resource provider."""
+        conn = self.shared.admin(self.name)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for compute in self.computes:
+                self.procs.check_alive(self.service('compute-' +
+                                                    compute.host))
+            hosts = {h.service_details['host'] for h in
+                     conn.compute.hypervisors(details=True)}
+            providers = {rp.name for rp in
+                         conn.placement.resource_providers()}
+            if hosts >= {c.host for c in self.computes} and len(
+                    providers) >= len(self.computes):
+                return
+            time.sleep(2)
+        raise processes.StartError('%s: computes not all up after %ds' % (
+            self.name, timeout))
+
+    def create_flavors(self):
+        conn = self.shared.admin(self.name)
+        return [conn.compute.create_flavor(
+            name=name, ram=ram, vcpus=1, disk=1).id
+            for name, ram in (('tiny', 128), ('tiny-alt', 192))]
+
+
+def conf_path_of(deployment_dir, compute):
+    return os.path.join(deployment_dir, 'nova-cpu-%s.conf' % compute.host)

@@ -1,0 +1,111 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The service logs as evidence: errors not in the allowlist, and the
+extension's activation lines."""
+
+import fnmatch
+import os
+import re
+
+import yaml
+
+ALLOWLIST = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         'log-allowlist.yaml')
+ERROR = re.compile(r'\bERROR\b|\[error\]|Traceback \(most recent call last\)')
+# oslo.log's prefix, repeated on every line of one logged traceback:
+# date time pid level logger.
+OSLO_PREFIX = re.compile(r'^\S+ \S+ \d+ ([A-Z]+) \S+')
+# Logged by activation.patch() for every Nova class or function replaced.
+ACTIVATION = re.compile(r'nova-pcpu-ext: \S+ replaced')
+
+
+def load_allowlist():
+    with open(ALLOWLIST) as f:
+        entries = yaml.safe_load(f) or []
+    for entry in entries:
+        if not entry.get('reason'):
+            raise ValueError('log allowlist entry without a reason: %s' %
+                             entry)
+        entry['regex'] = re.compile(entry['pattern'])
+    return entries
+
+
+def records(lines):
+    """The log's records: each a line with the lines that belong to it.
+
+    Those are the lines with the same oslo.log prefix, lines without one
+    after an oslo.log line, or the indented lines of a bare traceback.
+    """
+    record, prefix = [], None
+    for line in lines:
+        match = OSLO_PREFIX.match(line)
+        if match:
+            continues = match.group() == prefix
+        else:
+            continues = record and (prefix is not None or line[:1].isspace()
+                                    or record[-1][:1].isspace())
+        if record and not continues:
+            yield ''.join(record)
+            record = []
+        if not record:
+            prefix = match.group() if match else None
+        record.append(line)
+    if record:
+        yield ''.join(record)
+
+
+def is_error(record):
+    match = OSLO_PREFIX.match(record)
+    if match:
+        return match.group(1) in ('ERROR', 'CRITICAL')
+    return ERROR.search(record) is not None
+
+
+def unexpected_errors(log_dir):
+    """Error records no allowlist entry explains, and those it does.
+
+    Returns [(log name, first line)] and {pattern: count}.
+    """
+    allowlist = load_allowlist()
+    unexpected, allowed = [], {}
+    for name in sorted(os.listdir(log_dir)):
+        if name.startswith('tempest-'):
+            continue  # test output, not a service's log
+        with open(os.path.join(log_dir, name), errors='replace') as f:
+            for record in records(f):
+                if not is_error(record):
+                    continue
+                entry = next((e for e in allowlist
+                              if fnmatch.fnmatch(name, e['log']) and
+                              e['regex'].search(record)), None)
+                if entry:
+                    allowed[entry['pattern']] = allowed.get(
+                        entry['pattern'], 0) + 1
+                else:
+                    unexpected.append((name, record.splitlines()[0]))
+    return unexpected, allowed
+
+
+def missing_activation(log_dir, names):
+    """The logs among ``names`` without the extension's activation lines."""
+    missing = []
+    for name in names:
+        path = os.path.join(log_dir, name)
+        try:
+            with open(path, errors='replace') as f:
+                if ACTIVATION.search(f.read()):
+                    continue
+        except FileNotFoundError:
+            pass
+        missing.append(name)
+    return missing

@@ -1,0 +1,183 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The cloud's processes: each in its own session, with a pid file and a
+log file under the work directory, so that every one of them can be found
+and stopped by pid, also from another run (``--stop``).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import requests
+
+
+class StartError(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+class Processes:
+    """Starts, watches and stops the processes of one work directory."""
+
+    def __init__(self, work_dir):
+        self.pid_dir = os.path.join(work_dir, 'pids')
+        self.log_dir = os.path.join(work_dir, 'logs')
+        os.makedirs(self.pid_dir, exist_ok=True)
+        os.makedirs(self.log_dir, exist_ok=True)
+
+    def log_path(self, name):
+        return os.path.join(self.log_dir, '%s.log' % name)
+
+    def start(self, name, argv, env=None, cwd=None):
+        """Start ``argv`` as ``name``, printing to ``logs/name.out``.
+
+        ``logs/name.log`` is for the service's own log file. The process
+        leads a new session, so stopping its process group also stops what
+        it forked (gunicorn workers, privsep helpers).
+        """
+        with open(os.path.join(self.log_dir, '%s.out' % name), 'ab') as log:
+            process = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                start_new_session=True)
+        with open(self._pid_file(name), 'w') as f:
+            f.write('%d\n' % process.pid)
+        return process
+
+    def _pid_file(self, name):
+        return os.path.join(self.pid_dir, '%s.pid' % name)
+
+    def pid(self, name):
+        try:
+            with open(self._pid_file(name)) as f:
+                return int(f.read())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def running(self):
+        """{name: pid} of every recorded process still alive."""
+        alive = {}
+        for entry in sorted(os.listdir(self.pid_dir)):
+            name = entry[:-len('.pid')]
+            pid = self.pid(name)
+            if pid and _alive(pid):
+                alive[name] = pid
+        return alive
+
+    def check_alive(self, name):
+        pid = self.pid(name)
+        if not pid or not _alive(pid):
+            raise StartError('%s exited; see %s.{out,log}' % (
+                name, os.path.join(self.log_dir, name)))
+
+    def stop(self, *names, timeout=30):
+        """SIGTERM the process groups of ``names`` together.
+
+        SIGKILL what outlives ``timeout`` seconds.
+        """
+        pids = [pid for pid in map(self.pid, names) if pid]
+        for pid in pids:
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(map(_group_alive, pids)):
+            for pid in pids:
+                _reap(pid)
+            time.sleep(0.1)
+        for pid in pids:
+            _signal_group(pid, signal.SIGKILL)
+            _reap(pid)
+        for name in names:
+            try:
+                os.unlink(self._pid_file(name))
+            except FileNotFoundError:
+                pass
+
+    def wait_for(self, name, ready, timeout, what):
+        """Poll ``ready()`` until true; fail early if ``name`` exits."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive(name)
+            try:
+                if ready():
+                    return
+            except (OSError, requests.RequestException):
+                pass
+            time.sleep(0.25)
+        raise StartError('%s: %s not ready after %ds; see %s.{out,log}' % (
+            name, what, timeout, os.path.join(self.log_dir, name)))
+
+    def wait_for_port(self, name, port, timeout=60):
+        def ready():
+            with socket.create_connection(('127.0.0.1', port), timeout=1):
+                return True
+        self.wait_for(name, ready, timeout, 'port %d' % port)
+
+    def wait_for_http(self, name, url, timeout=60):
+        def ready():
+            return requests.get(url, timeout=5).status_code < 500
+        self.wait_for(name, ready, timeout, url)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def _group_alive(pgid):
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % entry) as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != 'Z':
+            return True
+    return False
+
+
+def _signal_group(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(pid):
+    """Collect ``pid`` if it is our child (a started process)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
