@@ -33,7 +33,7 @@ import requests
 TOKEN = 'admin'
 
 
-def _free_port():
+def free_port():
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
@@ -75,7 +75,7 @@ class PlacementServer(fixtures.Fixture):
             [os.path.join(bin_dir, 'placement-manage'), '--config-dir',
              self.dir, 'db', 'sync'], check=True, env=env,
             capture_output=True)
-        port = _free_port()
+        port = free_port()
         self.endpoint = 'http://127.0.0.1:%d' % port
         self.log = open(os.path.join(self.dir, 'gunicorn.log'), 'w')
         self.addCleanup(self.log.close)

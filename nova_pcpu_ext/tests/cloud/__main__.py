@@ -33,6 +33,7 @@ from nova_pcpu_ext.tests.cloud import deploy
 from nova_pcpu_ext.tests.cloud import logs
 from nova_pcpu_ext.tests.cloud import processes
 from nova_pcpu_ext.tests.cloud import tempest_run
+from nova_pcpu_ext.tests import placement_server
 
 DEPLOYMENTS = (('stock', False), ('ext', True))
 # Stopped last, so that no service logs errors about those gone before.
@@ -84,26 +85,20 @@ class MemorySampler(threading.Thread):
     def run(self):
         while not self.stopped.wait(2):
             groups = set(self.procs.running().values())
-            total = sum(rss for pgid, cmd, rss in _processes()
-                        if pgid in groups or cmd.startswith('qemu-system'))
+            total = sum(_rss_kib(process.pid)
+                        for process in processes.process_table()
+                        if process.pgid in groups or
+                        process.name.startswith('qemu-system'))
             self.peak_mib = max(self.peak_mib, total // 1024)
 
 
-def _processes():
-    """(process group, command name, RSS KiB) of every process."""
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open('/proc/%s/stat' % entry) as f:
-                stat = f.read()
-            with open('/proc/%s/status' % entry) as f:
-                rss = [int(line.split()[1]) for line in f
-                       if line.startswith('VmRSS:')]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        name = stat[stat.index('(') + 1:stat.rindex(')')]
-        yield int(stat.rsplit(')', 1)[1].split()[2]), name, sum(rss)
+def _rss_kib(pid):
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            return sum(int(line.split()[1]) for line in f
+                       if line.startswith('VmRSS:'))
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
 
 
 class Cloud:
@@ -122,7 +117,7 @@ class Cloud:
         names = ['mariadb', 'rabbitmq', 'keystone', 'glance', 'network']
         for name, _ in DEPLOYMENTS:
             names += ['%s-placement' % name, '%s-nova-api' % name]
-        self.ports = {name: processes.free_port() for name in names}
+        self.ports = {name: placement_server.free_port() for name in names}
 
     def up(self, phases):
         self.db = backing.MariaDB(self.procs, self.dir, self.ports['mariadb'])

@@ -20,7 +20,7 @@ import os
 import shutil
 import subprocess
 
-from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests import placement_server
 
 RABBIT_BIN = '/usr/lib/rabbitmq/bin'
 DB_USER = 'cloud'
@@ -74,13 +74,13 @@ class RabbitMQ:
         self.procs = procs
         self.base = os.path.join(work_dir, 'rabbitmq')
         self.port = port
-        epmd_port = processes.free_port()
+        epmd_port = placement_server.free_port()
         self.env = dict(
             os.environ, HOME=self.base,
             RABBITMQ_NODENAME='rabbit@localhost',
             RABBITMQ_NODE_IP_ADDRESS='127.0.0.1',
             RABBITMQ_NODE_PORT=str(port),
-            RABBITMQ_DIST_PORT=str(processes.free_port()),
+            RABBITMQ_DIST_PORT=str(placement_server.free_port()),
             RABBITMQ_MNESIA_BASE=os.path.join(self.base, 'mnesia'),
             RABBITMQ_LOG_BASE=os.path.join(self.base, 'log'),
             RABBITMQ_PID_FILE=os.path.join(self.base, 'rabbit.pid'),
@@ -105,14 +105,16 @@ class RabbitMQ:
                          env=self.env)
         self.procs.wait_for_port('rabbitmq', self.port, 90)
 
-    def vhost(self, name):
-        """A virtual host for one deployment; its transport URL."""
+    def transport_url(self, vhost):
+        return 'rabbit://guest:guest@127.0.0.1:%d/%s' % (self.port, vhost)
+
+    def add_vhost(self, name):
+        """A virtual host for one deployment."""
         for args in (['add_vhost', name],
                      ['set_permissions', '-p', name, 'guest', '.*', '.*',
                       '.*']):
             subprocess.run([os.path.join(RABBIT_BIN, 'rabbitmqctl')] + args,
                            env=self.env, check=True, capture_output=True)
-        return 'rabbit://guest:guest@127.0.0.1:%d/%s' % (self.port, name)
 
 
 class Libvirt:

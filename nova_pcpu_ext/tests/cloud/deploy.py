@@ -230,6 +230,7 @@ class NovaDeployment:
         self.procs, self.db = shared.procs, shared.db
         self.dir = os.path.join(shared.dir, name)
         self.rabbit = rabbit
+        self.transport_url = rabbit.transport_url(name)
         self.ports = ports
         self.placement_url = 'http://127.0.0.1:%d' % ports['placement']
         self.compute_url = 'http://127.0.0.1:%d/v2.1' % ports['nova-api']
@@ -284,7 +285,7 @@ class NovaDeployment:
     def configure(self):
         """nova.conf of the API, conductor and scheduler, and the cells."""
         os.makedirs(self.dir, exist_ok=True)
-        self.transport_url = self.rabbit.vhost(self.name)
+        self.rabbit.add_vhost(self.name)
         databases = {kind: self.db.database('%s_nova_%s' % (self.name, kind))
                      for kind in ('api', 'cell0', 'cell1')}
         conf = self.base_conf()

@@ -15,6 +15,7 @@ log file under the work directory, so that every one of them can be found
 and stopped by pid, also from another run (``--stop``).
 """
 
+import collections
 import os
 import signal
 import socket
@@ -26,12 +27,6 @@ import requests
 
 class StartError(Exception):
     pass
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
 
 
 class Processes:
@@ -97,7 +92,7 @@ class Processes:
         for pid in pids:
             _signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(map(_group_alive, pids)):
+        while time.monotonic() < deadline and set(pids) & live_groups():
             for pid in pids:
                 _reap(pid)
             time.sleep(0.1)
@@ -146,26 +141,39 @@ def _alive(pid):
     return not _is_zombie(pid)
 
 
+Process = collections.namedtuple('Process', 'pid pgid state name')
+
+
+def _stat(pid):
+    with open('/proc/%s/stat' % pid) as f:
+        stat = f.read()
+    # The name, in parentheses, may hold spaces and parentheses itself.
+    name, fields = stat[stat.index('(') + 1:stat.rindex(')')], \
+        stat[stat.rindex(')') + 1:].split()
+    return Process(int(pid), int(fields[2]), fields[0], name)
+
+
+def process_table():
+    """A :class:`Process` for every process of the machine."""
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                yield _stat(entry)
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # gone meanwhile
+
+
+def live_groups():
+    """The process groups with a process that is not a zombie."""
+    return {process.pgid for process in process_table()
+            if process.state != 'Z'}
+
+
 def _is_zombie(pid):
     try:
-        with open('/proc/%d/stat' % pid) as f:
-            return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
-    except (FileNotFoundError, IndexError):
+        return _stat(pid).state == 'Z'
+    except FileNotFoundError:
         return False
-
-
-def _group_alive(pgid):
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open('/proc/%s/stat' % entry) as f:
-                fields = f.read().rsplit(')', 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != 'Z':
-            return True
-    return False
 
 
 def _signal_group(pgid, sig):
