@@ -16,14 +16,14 @@
   allocation ratio that is not a positive finite number, ``PCPU`` with a
   ratio other than 1.0. Repaired by rewriting the provider's inventory with
   its generation, so a concurrent writer's change is never overwritten.
-* Allocations (bug 1889633): servers whose flavor asks for dedicated CPUs
-  but which consume ``VCPU`` on a hyperthreaded provider that has ``PCPU``.
-  Only reported: moving them is a migration the operator schedules.
+* Ratios the ``allocation_ratios`` rule will change once it is enabled.
+* Isolate servers (bug 1889633): servers that must not share a core with
+  another thread but consume ``VCPU`` on a hyperthreaded host.
 """
 
+import concurrent.futures
 import dataclasses
 
-from keystoneauth1 import exceptions as ks_exc
 import os_resource_classes as orc
 import os_traits
 
@@ -33,16 +33,16 @@ from nova_pcpu_ext import exception
 FAILURE = 'failure'
 WARNING = 'warning'
 
-#: 1.18 filters providers by trait; 1.26 accepts reserved == total, which
-#: Nova writes for disabled resources, when an inventory is written back.
-PLACEMENT_VERSION = '1.26'
-#: The first Compute API microversion embedding the flavor in a server.
-COMPUTE_VERSION = '2.47'
 #: Attempts to write one provider's inventory against concurrent writers.
 WRITE_ATTEMPTS = 5
+#: Hosts whose servers are looked up at a time.
+READERS = 8
 
 #: Resource classes whose ratio the ``allocation_ratios`` rule decides.
 RULED = tuple(rc for rc, _stem, _default in allocation_ratios.RATIOS)
+STEMS = {rc: stem for rc, stem, _default in allocation_ratios.RATIOS}
+
+HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
 
 
 @dataclasses.dataclass
@@ -57,176 +57,13 @@ class Finding:
     fixed: bool = False
 
 
-class Service(object):
-    """A keystoneauth adapter whose failures become one-line errors."""
-
-    #: The service's name in messages.
-    name = ''
-    #: What the operator checks when the service fails.
-    hint = ''
-
-    def __init__(self, adapter, microversion):
-        self.adapter = adapter
-        self.microversion = microversion
-        self._endpoint = None
-
-    def connect(self):
-        """Find the service's URL in the catalog, once."""
-        if self._endpoint is None:
-            try:
-                endpoint = self.adapter.get_endpoint()
-            except ks_exc.ClientException as error:
-                raise exception.ServiceError(
-                    '%s: cannot find the endpoint: %s. Check the service '
-                    'catalog, or give the endpoint.' % (
-                        self.name, reason(error)))
-            if not endpoint:
-                raise exception.ServiceError(
-                    '%s: no endpoint: give one (--os-%s-endpoint-override).'
-                    % (self.name, self.name))
-            self._endpoint = endpoint.rstrip('/')
-
-    def request(self, method, url, expected=(200,), **kwargs):
-        """Send a request; return the response if its status is expected.
-
-        :raises ServiceError: for connection failures, timeouts and other
-            statuses, naming the service, the request and what to check.
-        """
-        self.connect()
-        try:
-            response = self.adapter.request(
-                url, method, microversion=self.microversion,
-                raise_exc=False, **kwargs)
-        except ks_exc.ClientException as error:
-            raise self._error(method, url, reason(error))
-        except OSError as error:
-            # requests' own error for an unreadable CA bundle or client
-            # certificate, which keystoneauth passes on as it is.
-            raise self._error(method, url, 'TLS files: %s' % error)
-        if response.status_code not in expected:
-            raise self._error(method, url, _http_problem(response))
-        return response
-
-    def get(self, url, *keys):
-        """The values under ``keys`` of the JSON answer, in order."""
-        return self._values(self.request('GET', url), *keys)
-
-    def _values(self, response, *keys):
-        try:
-            body = response.json()
-            return [body[key] for key in keys]
-        except (ValueError, KeyError, TypeError):
-            raise self._error(
-                response.request.method, response.request.url,
-                'unexpected answer (%d without %s): is this the %s API?' % (
-                    response.status_code, ', '.join(keys), self.name))
-
-    def _error(self, method, url, problem):
-        if '://' not in url:
-            url = (self._endpoint or '') + url
-        return exception.ServiceError('%s: %s %s: %s. %s' % (
-            self.name, method, url, problem, self.hint))
-
-
-def reason(error):
-    """A short reason for a keystoneauth error; never a secret."""
-    if isinstance(error, ks_exc.ConnectTimeout):
-        # keystoneauth raises this for read timeouts too.
-        return 'timed out'
-    if isinstance(error, ks_exc.SSLError):
-        return ('TLS verification failed; give the CA bundle ([placement] '
-                'cafile or --os-cacert)')
-    if isinstance(error, ks_exc.ConnectFailure):
-        return 'cannot connect'
-    if isinstance(error, ks_exc.HttpError):
-        return _http_problem(error.response) if error.response is not None \
-            else '%s %s' % (error.http_status, error.message)
-    return str(error).splitlines()[0]
-
-
-def _http_problem(response):
-    if response.status_code == 401:
-        return '401 Unauthorized: the credentials were rejected'
-    if response.status_code == 403:
-        return '403 Forbidden: the user needs the admin role'
-    return '%d %s' % (response.status_code, response.reason)
-
-
-class Placement(Service):
-
-    name = 'placement'
-    hint = ('Check that placement is up and that [placement] in nova.conf '
-            '(or the --os-* options) point at it with admin credentials.')
-
-    def __init__(self, adapter):
-        super().__init__(adapter, PLACEMENT_VERSION)
-
-    def providers(self, required_trait=None):
-        url = '/resource_providers'
-        if required_trait:
-            url += '?required=%s' % required_trait
-        providers, = self.get(url, 'resource_providers')
-        return providers
-
-    def inventories(self, uuid):
-        """``(provider generation, {resource class: inventory})``."""
-        return self.get('/resource_providers/%s/inventories' % uuid,
-                        'resource_provider_generation', 'inventories')
-
-    def replace_inventories(self, uuid, generation, inventories):
-        """Write a provider's whole inventory in one atomic request.
-
-        :returns: False if another writer changed the provider since
-            ``generation`` was read; nothing is written then.
-        """
-        url = '/resource_providers/%s/inventories' % uuid
-        response = self.request(
-            'PUT', url, expected=(200, 409),
-            json={'resource_provider_generation': generation,
-                  'inventories': inventories})
-        if response.status_code == 200:
-            return True
-        errors, = self._values(response, 'errors')
-        error = errors[0] if errors else {}
-        if error.get('code') != 'placement.concurrent_update':
-            detail = ' '.join(str(error.get('detail')).split())
-            raise self._error('PUT', url, '409 %s' % detail.rstrip('.'))
-        return False
-
-    def allocations(self, uuid):
-        """``{consumer uuid: {resource class: amount}}`` of a provider."""
-        allocations, = self.get(
-            '/resource_providers/%s/allocations' % uuid, 'allocations')
-        return {consumer: allocation['resources'] for consumer, allocation
-                in allocations.items()}
-
-
-class Compute(Service):
-
-    name = 'compute'
-    hint = ('Check that the Compute API is up and reachable with admin '
-            'credentials (--os-compute-endpoint-override without a service '
-            'catalog).')
-
-    def __init__(self, adapter):
-        super().__init__(adapter, COMPUTE_VERSION)
-
-    def server(self, uuid):
-        """The server, or None if the consumer is not one (a migration)."""
-        url = '/servers/%s' % uuid
-        response = self.request('GET', url, expected=(200, 404))
-        if response.status_code == 404:
-            # Only Nova's own "not found" says that this is no server: a
-            # token endpoint without a compute override reaches placement.
-            self._values(response, 'itemNotFound')
-            return None
-        server, = self._values(response, 'server')
-        if not isinstance(server.get('flavor', {}).get('extra_specs'), dict):
-            raise self._error('GET', url, (
-                'no flavor extra specs in the answer; the policy '
-                'os_compute_api:servers:show:flavor-extra-specs must allow '
-                'this user'))
-        return server
+def providers(placement, host=None, provider=None):
+    """The resource providers of a compute node, one provider, or all."""
+    if provider:
+        return placement.providers(uuid=provider)
+    if host:
+        return placement.providers(name=host)
+    return placement.providers()
 
 
 def fix_ratios(conf, overrides=None):
@@ -252,14 +89,17 @@ def _bad_ratios(inventories):
             yield rc, ratio, WARNING
 
 
-def audit_inventories(placement, ratios, fix=False):
-    """Findings for every provider's allocation ratios, repaired if ``fix``.
+def audit_inventories(placement, ratios, fix=False, targets=None):
+    """Findings for providers' allocation ratios, repaired if ``fix``.
 
     :param ratios: ``{resource class: ratio}`` to write, see
         :func:`fix_ratios`.
+    :param targets: the providers to audit, all by default.
     """
+    if targets is None:
+        targets = placement.providers()
     findings = []
-    for provider in placement.providers():
+    for provider in targets:
         try:
             findings += _audit_provider(placement, provider, ratios, fix)
         except exception.ServiceError as error:
@@ -307,38 +147,105 @@ def _ratio_finding(provider, bad_ratio, ratios, fixed):
                    provider['uuid'], problem, action, fixed=fixed)
 
 
-def audit_allocations(placement, compute):
-    """Findings for dedicated-CPU servers consuming VCPU on an HT host."""
+def ratio_changes(placement, conf):
+    """Findings for usable ratios the ``allocation_ratios`` rule changes.
+
+    What the rule would write for this nova.conf, provider by provider;
+    unusable ratios are :func:`audit_inventories`' findings.
+    """
+    allocation_ratios.validate_ratio_options(conf)
     findings = []
-    for provider in placement.providers(os_traits.HW_CPU_HYPERTHREADING):
+    for provider in placement.providers():
         _generation, inventories = placement.inventories(provider['uuid'])
-        if orc.PCPU not in inventories:
-            continue
-        allocations = placement.allocations(provider['uuid'])
-        for consumer, resources in sorted(allocations.items()):
-            if resources.get(orc.VCPU):
-                server = compute.server(consumer)
-                if server and _dedicated(server):
-                    findings.append(_allocation_finding(
-                        provider, server, resources[orc.VCPU]))
+        held = {rc: inventory.get('allocation_ratio', 1.0)
+                for rc, inventory in inventories.items()}
+        wanted = allocation_ratios.configured_ratios(conf, held)
+        for rc in RULED:
+            if (rc in held and allocation_ratios.is_usable(held[rc]) and
+                    held[rc] != wanted[rc]):
+                findings.append(Finding(
+                    'ratio', WARNING, provider['name'], provider['uuid'],
+                    '%s allocation_ratio %s becomes %s' % (
+                        rc, held[rc], wanted[rc]),
+                    'to keep %s, set [DEFAULT] %s_allocation_ratio = %s on '
+                    'its compute' % (held[rc], STEMS[rc], held[rc])))
     return findings
 
 
-def _dedicated(server):
-    return server['flavor']['extra_specs'].get('hw:cpu_policy') == \
-        'dedicated'
+@dataclasses.dataclass
+class IsolateServer:
+    """A server that must not share cores, consuming VCPU on an HT host."""
+
+    server: dict
+    provider: dict
+    #: Why it must not share cores, such as ``flavor
+    #: hw:cpu_thread_policy=isolate``.
+    reason: str
+    vcpus: int
+    #: The host has no PCPU inventory: it pins from ``vcpu_pin_set``.
+    legacy: bool
+
+    @property
+    def host(self):
+        return self.server.get('OS-EXT-SRV-ATTR:host')
 
 
-def _allocation_finding(provider, server, vcpus):
-    flavor = server['flavor']
-    specs = ', '.join('%s=%s' % spec for spec in sorted(
-        flavor['extra_specs'].items()) if spec[0].startswith('hw:cpu_'))
-    problem = ('server on host %s, flavor %s (%s), consumes VCPU:%d on a '
-               'hyperthreaded host with PCPU (bug 1889633)' % (
-                   server.get('OS-EXT-SRV-ATTR:host'),
-                   flavor['original_name'], specs, vcpus))
-    action = ('not fixed automatically; with isolate_vcpu_fallback active '
-              'on every scheduler run: openstack server migrate '
-              '--live-migration %s' % server['id'])
-    return Finding('allocation', FAILURE, provider['name'], provider['uuid'],
-                   problem, action, consumer=server['id'])
+def isolate_reason(server, compute):
+    """Why a server must not share a core, or None.
+
+    The flavor's thread policy wins over the image's, as in Nova; an
+    explicit forbidden trait counts too. A server booted from a volume has
+    no image to ask; a deleted image tells nothing.
+    """
+    specs = server['flavor']['extra_specs']
+    if 'hw:cpu_thread_policy' in specs:
+        if specs['hw:cpu_thread_policy'] == 'isolate':
+            return 'flavor hw:cpu_thread_policy=isolate'
+    elif server.get('image'):
+        properties = compute.image_properties(server['image']['id'])
+        if (properties or {}).get('hw_cpu_thread_policy') == 'isolate':
+            return 'image hw_cpu_thread_policy=isolate'
+    if specs.get('trait:%s' % HYPERTHREADING) == 'forbidden':
+        return 'flavor trait:%s=forbidden' % HYPERTHREADING
+    return None
+
+
+def isolate_servers(placement, compute, host=None):
+    """Every :class:`IsolateServer`, one server listing per host.
+
+    Only hyperthreaded hosts with servers consuming VCPU are asked about
+    their servers, :data:`READERS` hosts at a time.
+    """
+    providers = [provider for provider in
+                 placement.providers(required=HYPERTHREADING)
+                 if not host or provider['name'] == host]
+    with concurrent.futures.ThreadPoolExecutor(READERS) as pool:
+        found = pool.map(
+            lambda provider: _isolate_servers_on(placement, compute,
+                                                 provider), providers)
+        return [server for on_host in found for server in on_host]
+
+
+def _isolate_servers_on(placement, compute, provider):
+    vcpus = {consumer: resources[orc.VCPU] for consumer, resources in
+             placement.allocations(provider['uuid']).items()
+             if resources.get(orc.VCPU)}
+    if not vcpus:
+        return []
+    found = []
+    for server in compute.servers_on_node(provider['name']):
+        reason = server['id'] in vcpus and isolate_reason(server, compute)
+        if reason:
+            found.append((server, reason))
+    if not found:
+        return []
+    _generation, inventories = placement.inventories(provider['uuid'])
+    return [IsolateServer(server, provider, reason, vcpus[server['id']],
+                          legacy=orc.PCPU not in inventories)
+            for server, reason in found]
+
+
+def isolate_destinations(placement):
+    """Providers with a free PCPU and without hyperthreads."""
+    return placement.providers(required='!' + HYPERTHREADING,
+                               resources='%s:1' % orc.PCPU)

@@ -35,3 +35,7 @@ class IncompatibleNova(PcpuExtError):
 
 class ServiceError(PcpuExtError):
     """Placement or the Compute API failed or could not be reached."""
+
+
+class ActionRefused(PcpuExtError):
+    """The Compute API refused to start a server action."""

@@ -31,7 +31,7 @@ expected = {
     'oslo.config.opts': {'nova_pcpu_ext'},
     'tempest.test_plugins': {'nova-pcpu-ext'},
     'console_scripts': {'nova-pcpu-ext-compute', 'nova-pcpu-ext-scheduler',
-                        'nova-pcpu-ext-status'},
+                        'nova-pcpu-ext-status', 'nova-pcpu-ext-manage'},
 }
 for group, names in expected.items():
     found = {ep.name: ep for ep in metadata.entry_points(group=group)
@@ -58,6 +58,7 @@ for script in nova-pcpu-ext-compute nova-pcpu-ext-scheduler; do
         cat err; exit 1; }
 done
 nova-pcpu-ext-status --help > /dev/null
+nova-pcpu-ext-manage --help > /dev/null
 echo 'console scripts: ok'
 
 tempest list-plugins | grep -q 'nova-pcpu-ext'

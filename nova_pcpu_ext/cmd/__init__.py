@@ -10,10 +10,12 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Console scripts: Nova's own services with the plugins activated.
+"""Console scripts: Nova's own services with the plugins activated, and
+the operator commands ``status`` and ``manage``.
 
-Each module imports Nova's ``nova.cmd.<service>`` first, which applies
-Nova's concurrency set-up (eventlet monkey patching or native threads)
-before anything else is imported. Nothing may be imported in this package
-module for the same reason.
+Each service module imports Nova's ``nova.cmd.<service>`` first, which
+applies Nova's concurrency set-up (eventlet monkey patching or native
+threads) before anything else is imported; the operator commands run no
+Nova service and use native threads. Nothing may be imported in this
+package module for the same reason.
 """

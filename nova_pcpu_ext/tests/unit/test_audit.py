@@ -10,28 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-import argparse
 import copy
 import math
 
 import ddt
-from keystoneauth1 import adapter as ks_adapter
-from keystoneauth1 import session as ks_session
-import requests
-from requests_mock.contrib import fixture as rm_fixture
 
 from nova_pcpu_ext import audit
 from nova_pcpu_ext import exception
-from nova_pcpu_ext import status
 from nova_pcpu_ext.tests.unit import base
-
-ENDPOINT = 'http://api.example'
-
-
-def adapter(service_type):
-    """An adapter for a service at ENDPOINT, without authentication."""
-    return ks_adapter.Adapter(ks_session.Session(), service_type=service_type,
-                              endpoint_override=ENDPOINT)
 
 
 class FakePlacement(object):
@@ -43,7 +29,7 @@ class FakePlacement(object):
         self.conflicts = conflicts
         self.writes = []
 
-    def providers(self, required_trait=None):
+    def providers(self, **query):
         return [{'uuid': 'rp-uuid', 'name': 'compute1'}]
 
     def inventories(self, uuid):
@@ -150,7 +136,7 @@ class AuditInventoriesTest(base.TestCase):
 
     def test_error_after_fixes_says_how_many(self):
         placement = FakePlacement(self.inventories())
-        placement.providers = lambda required_trait=None: [
+        placement.providers = lambda **query: [
             {'uuid': 'rp-uuid', 'name': 'compute1'},
             {'uuid': 'other', 'name': 'compute2'}]
         inventories = placement.inventories
@@ -169,167 +155,109 @@ class AuditInventoriesTest(base.TestCase):
                          str(error))
 
 
+class RatioChangesTest(base.TestCase):
+
+    def test_usable_ratios_the_rule_changes(self):
+        self.flags(group=None, cpu_allocation_ratio=8.0)
+        placement = FakePlacement({
+            'VCPU': {'total': 8, 'allocation_ratio': 16.0},
+            'MEMORY_MB': {'total': 8, 'allocation_ratio': 1.0},
+            'DISK_GB': {'total': 8, 'allocation_ratio': 0.0}})
+
+        findings = audit.ratio_changes(placement, self.conf.conf)
+
+        self.assertEqual(
+            [('VCPU allocation_ratio 16.0 becomes 8.0', 'to keep 16.0, set '
+              '[DEFAULT] cpu_allocation_ratio = 16.0 on its compute')],
+            [(f.problem, f.action) for f in findings])
+
+
 class FakeCompute(object):
+    """Servers per node; counts the listings."""
 
-    def __init__(self, servers):
+    def __init__(self, servers, images=None):
         self.servers = servers
+        self.images = images or {}
+        self.listings = []
 
-    def server(self, uuid):
-        return self.servers.get(uuid)
+    def servers_on_node(self, node):
+        self.listings.append(node)
+        return [s for s in self.servers
+                if s['OS-EXT-SRV-ATTR:hypervisor_hostname'] == node]
+
+    def image_properties(self, image_id):
+        return self.images.get(image_id)
 
 
-class AuditAllocationsTest(base.TestCase):
+class IsolateServersTest(base.TestCase):
 
-    def placement(self, inventories, allocations):
-        placement = FakePlacement(inventories)
-        placement.allocations = lambda uuid: allocations
-        return placement
-
-    def server(self, uuid, **extra_specs):
-        return {'id': uuid, 'OS-EXT-SRV-ATTR:host': 'compute1',
+    def server(self, uuid, node='compute1', image='', **extra_specs):
+        return {'id': uuid, 'OS-EXT-SRV-ATTR:host': node,
+                'OS-EXT-SRV-ATTR:hypervisor_hostname': node,
+                'image': {'id': image} if image else '',
                 'flavor': {'original_name': 'pinned',
                            'extra_specs': extra_specs}}
 
-    def test_only_dedicated_servers_on_vcpu(self):
-        placement = self.placement({'PCPU': {}, 'VCPU': {}}, {
-            'pinned-on-vcpu': {'VCPU': 2, 'MEMORY_MB': 512},
-            'pinned-on-pcpu': {'PCPU': 2},
-            'shared': {'VCPU': 1},
-            'migration': {'VCPU': 1},
-        })
-        compute = FakeCompute({
-            'pinned-on-vcpu': self.server('pinned-on-vcpu',
-                                          **{'hw:cpu_policy': 'dedicated'}),
-            'pinned-on-pcpu': self.server('pinned-on-pcpu',
-                                          **{'hw:cpu_policy': 'dedicated'}),
-            'shared': self.server('shared', **{'hw:cpu_policy': 'shared'}),
-        })
-        findings = audit.audit_allocations(placement, compute)
-        self.assertEqual(['pinned-on-vcpu'], [f.consumer for f in findings])
-        self.assertIn('consumes VCPU:2', findings[0].problem)
+    def placement(self, providers):
+        """``{name: (inventories, allocations)}``, all hyperthreaded."""
+        placement = FakePlacement({})
+        placement.providers = lambda **query: [
+            {'uuid': name, 'name': name} for name in providers]
+        placement.inventories = lambda uuid: (1, providers[uuid][0])
+        placement.allocations = lambda uuid: providers[uuid][1]
+        return placement
 
-    def test_providers_without_pcpu_are_skipped(self):
-        placement = self.placement({'VCPU': {}}, {'pinned': {'VCPU': 2}})
-        compute = FakeCompute({'pinned': self.server(
-            'pinned', **{'hw:cpu_policy': 'dedicated'})})
-        self.assertEqual([], audit.audit_allocations(placement, compute))
+    def test_which_servers_and_why(self):
+        isolate = {'hw:cpu_policy': 'dedicated',
+                   'hw:cpu_thread_policy': 'isolate'}
+        placement = self.placement({'compute1': ({'PCPU': {}, 'VCPU': {}}, {
+            'flavor': {'VCPU': 2}, 'image': {'VCPU': 1},
+            'trait': {'VCPU': 1}, 'on-pcpu': {'PCPU': 1},
+            'prefer': {'VCPU': 1}, 'image-gone': {'VCPU': 1},
+            'flavor-wins': {'VCPU': 1}, 'migration': {'VCPU': 1}})})
+        compute = FakeCompute([
+            self.server('flavor', **isolate),
+            self.server('image', image='isolate-image'),
+            self.server('trait', **{
+                'hw:cpu_policy': 'dedicated',
+                'trait:HW_CPU_HYPERTHREADING': 'forbidden'}),
+            self.server('on-pcpu', **isolate),
+            self.server('prefer', **{'hw:cpu_policy': 'dedicated',
+                                     'hw:cpu_thread_policy': 'prefer'}),
+            self.server('image-gone', image='deleted'),
+            self.server('flavor-wins', image='isolate-image',
+                        **{'hw:cpu_thread_policy': 'prefer'}),
+        ], images={'isolate-image': {'hw_cpu_thread_policy': 'isolate'}})
 
+        found = audit.isolate_servers(placement, compute)
 
-@ddt.ddt
-class ServiceErrorTest(base.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.requests = self.useFixture(rm_fixture.Fixture())
-        self.placement = audit.Placement(adapter('placement'))
-
-    @ddt.unpack
-    @ddt.data(
-        ({'status_code': 401}, '401 Unauthorized: the credentials were '
-                               'rejected'),
-        ({'status_code': 403}, '403 Forbidden: the user needs the admin '
-                               'role'),
-        ({'status_code': 503, 'reason': 'Service Unavailable'},
-         '503 Service Unavailable'),
-        ({'exc': requests.exceptions.ReadTimeout}, 'timed out'),
-        ({'exc': requests.exceptions.SSLError}, 'TLS verification failed; '
-         'give the CA bundle ([placement] cafile or --os-cacert)'),
-        ({'exc': requests.exceptions.ConnectionError}, 'cannot connect'),
-    )
-    def test_one_line_naming_the_request(self, response, problem):
-        self.requests.get(ENDPOINT + '/resource_providers', **response)
-        error = self.assertRaises(exception.ServiceError,
-                                  self.placement.providers)
         self.assertEqual(
-            'placement: GET %s/resource_providers: %s. %s' % (
-                ENDPOINT, problem, audit.Placement.hint), str(error))
+            [('flavor', 'flavor hw:cpu_thread_policy=isolate', 2),
+             ('image', 'image hw_cpu_thread_policy=isolate', 1),
+             ('trait', 'flavor trait:HW_CPU_HYPERTHREADING=forbidden', 1)],
+            [(f.server['id'], f.reason, f.vcpus) for f in found])
+        self.assertFalse(any(f.legacy for f in found))
 
-    def test_conflict_other_than_generation_is_an_error(self):
-        self.requests.put(
-            ENDPOINT + '/resource_providers/rp/inventories', status_code=409,
-            json={'errors': [{'code': 'placement.inventory.inuse',
-                              'detail': 'Inventory for VCPU\n\n in use.'}]})
-        error = self.assertRaises(
-            exception.ServiceError, self.placement.replace_inventories,
-            'rp', 1, {})
-        self.assertIn(': 409 Inventory for VCPU in use. Check', str(error))
+    def test_one_listing_per_host_with_vcpu_consumers(self):
+        placement = self.placement({
+            'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}, 'b': {'VCPU': 1}}),
+            'compute2': ({'VCPU': {}}, {}),
+            'compute3': ({'VCPU': {}}, {'c': {'PCPU': 1}})})
+        compute = FakeCompute([self.server('a', **{
+            'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'})])
 
-    @ddt.data({'text': '<html>proxy error</html>'}, {'json': {'x': 1}})
-    def test_unexpected_answer(self, body):
-        self.requests.get(ENDPOINT + '/resource_providers', **body)
-        error = self.assertRaises(exception.ServiceError,
-                                  self.placement.providers)
-        self.assertIn('GET %s/resource_providers: unexpected answer (200 '
-                      'without resource_providers): is this the placement '
-                      'API?' % ENDPOINT, str(error))
+        found = audit.isolate_servers(placement, compute)
 
-    def test_no_endpoint(self):
-        placement = audit.Placement(ks_adapter.Adapter(
-            ks_session.Session(), service_type='placement'))
-        error = self.assertRaises(exception.ServiceError,
-                                  placement.providers)
-        self.assertIn('placement: cannot find the endpoint: ',
-                      str(error))
+        self.assertEqual(['compute1'], compute.listings)
+        self.assertEqual([('a', True)],
+                         [(f.server['id'], f.legacy) for f in found])
 
-    def test_unreadable_ca_bundle(self):
-        self.requests.get(ENDPOINT + '/resource_providers',
-                          exc=OSError('Could not find a suitable TLS CA '
-                                      'certificate bundle'))
-        error = self.assertRaises(exception.ServiceError,
-                                  self.placement.providers)
-        self.assertIn(': TLS files: Could not find a suitable TLS CA',
-                      str(error))
+    def test_one_host(self):
+        placement = self.placement({
+            'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
+            'compute2': ({'VCPU': {}}, {'b': {'VCPU': 1}})})
+        compute = FakeCompute([])
 
-    def test_generation_conflict_is_reported_to_retry(self):
-        self.requests.put(
-            ENDPOINT + '/resource_providers/rp/inventories', status_code=409,
-            json={'errors': [{'code': 'placement.concurrent_update'}]})
-        self.assertFalse(self.placement.replace_inventories('rp', 1, {}))
-        self.assertEqual('placement 1.26', self.requests.last_request.headers[
-            'OpenStack-API-Version'])
+        audit.isolate_servers(placement, compute, host='compute2')
 
-
-class ComputeServerTest(base.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.requests = self.useFixture(rm_fixture.Fixture())
-        self.compute = audit.Compute(adapter('compute'))
-
-    def test_nova_not_found_is_no_server(self):
-        self.requests.get(ENDPOINT + '/servers/c', status_code=404,
-                          json={'itemNotFound': {'code': 404}})
-        self.assertIsNone(self.compute.server('c'))
-
-    def test_other_not_found_is_an_error(self):
-        # What placement answers when reached instead of Nova.
-        self.requests.get(ENDPOINT + '/servers/c', status_code=404,
-                          json={'errors': [{'status': 404}]})
-        error = self.assertRaises(exception.ServiceError,
-                                  self.compute.server, 'c')
-        self.assertIn('unexpected answer (404 without itemNotFound): is '
-                      'this the compute API?', str(error))
-
-    def test_hidden_extra_specs_are_an_error(self):
-        self.requests.get(ENDPOINT + '/servers/c', json={'server': {
-            'id': 'c', 'flavor': {'original_name': 'pinned'}}})
-        error = self.assertRaises(exception.ServiceError,
-                                  self.compute.server, 'c')
-        self.assertIn('os_compute_api:servers:show:flavor-extra-specs',
-                      str(error))
-        self.assertEqual('compute 2.47', self.requests.last_request.headers[
-            'OpenStack-API-Version'])
-
-
-@ddt.ddt
-class RatioOptionTest(base.TestCase):
-
-    def test_valid(self):
-        self.assertEqual(('MEMORY_MB', 1.5),
-                         status._ratio_override('MEMORY_MB=1.5'))
-
-    @ddt.data('PCPU=2.0', 'VCPU', 'VCPU=0', 'VCPU=-1', 'VCPU=nan',
-              'VCPU=many')
-    def test_invalid(self, text):
-        self.assertRaises(argparse.ArgumentTypeError,
-                          status._ratio_override, text)
+        self.assertEqual(['compute2'], compute.listings)

@@ -1,0 +1,375 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Placement and Compute API clients of the operator commands.
+
+Every failure becomes one :class:`~nova_pcpu_ext.exception.ServiceError`
+line naming the service, the request and what to check. Requests are
+retried on connection failures and on 502, 503 and 504 answers, a bounded
+number of times (see :data:`RETRIES`).
+"""
+
+import copy
+import urllib.parse
+
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+from nova_pcpu_ext import exception
+
+#: 1.22 filters by forbidden traits; 1.26 accepts reserved == total, which
+#: Nova writes for disabled resources, when an inventory is written back.
+PLACEMENT_VERSION = '1.26'
+#: 2.47 embeds the flavor in a server, 2.84 names the error of an instance
+#: action's event; Nova 2024.1 serves up to 2.96.
+COMPUTE_VERSION = '2.84'
+#: The last Compute API microversion with the image proxy.
+IMAGE_PROXY_VERSION = '2.35'
+#: Seconds per request unless [placement] timeout says.
+DEFAULT_TIMEOUT = 30.0
+#: Retries of a request that could not connect, timed out, or was answered
+#: 502, 503 or 504, after 0.5, 1 and 2 s: 3.5 s of waiting at most, plus
+#: the time of each attempt. [placement] connect_retries and
+#: status_code_retries in nova.conf take precedence.
+RETRIES = 3
+RETRIABLE_STATUS_CODES = (502, 503, 504)
+#: No retry: what the request changes might be done twice.
+NO_RETRY = {'connect_retries': 0, 'status_code_retries': 0}
+
+CLI_OPTS = [
+    cfg.StrOpt('os-compute-endpoint-override', metavar='URL',
+               help='URL of the Compute API instead of the service '
+                    'catalog\'s, given before the command.'),
+]
+
+
+def connect(conf, read_only=False):
+    """The placement and Compute API clients, from ``[placement]``.
+
+    Both use the credentials, session and interface of nova.conf's
+    ``[placement]``, as Nova's own commands do.
+
+    :param read_only: for a command that writes nothing: placement's
+        answers are read once and kept.
+    """
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, 'placement')
+        session = ks_loading.load_session_from_conf_options(
+            conf, 'placement', auth=auth)
+        placement = ks_loading.load_adapter_from_conf_options(
+            conf, 'placement', session=session, auth=auth)
+    except (ks_exc.ClientException, OSError, TypeError) as error:
+        # TypeError: keystoneauth's word for a bad [placement]
+        # valid_interfaces; OSError: an unreadable certificate file.
+        raise exception.InvalidConfig('[placement]: %s' % error)
+    if auth is None:
+        raise exception.InvalidConfig(
+            'no credentials: set auth_type and its options in [placement] '
+            'of nova.conf')
+    if session.timeout is None:
+        session.timeout = DEFAULT_TIMEOUT
+    try:
+        # Once, up front: a failure here is the identity service's.
+        session.get_token(auth)
+    except ks_exc.ClientException as error:
+        raise exception.ServiceError(
+            'identity: cannot authenticate: %s. Check the credentials in '
+            '[placement] and the identity service they name.' %
+            reason(error))
+    compute = ks_adapter.Adapter(
+        session, auth=auth, service_type='compute',
+        region_name=placement.region_name, interface=placement.interface,
+        endpoint_override=conf.os_compute_endpoint_override)
+    for adapter in (placement, compute):
+        if adapter.connect_retries is None:
+            adapter.connect_retries = RETRIES
+        if adapter.status_code_retries is None:
+            adapter.status_code_retries = RETRIES
+        adapter.retriable_status_codes = list(RETRIABLE_STATUS_CODES)
+    return Placement(placement, read_only), Compute(compute)
+
+
+class Service(object):
+    """A keystoneauth adapter whose failures become one-line errors."""
+
+    #: The service's name in messages.
+    name = ''
+    #: What the operator checks when the service fails.
+    hint = ''
+    #: Where the operator gives the endpoint.
+    endpoint_option = ''
+
+    def __init__(self, adapter, microversion):
+        self.adapter = adapter
+        self.microversion = microversion
+        self._endpoint = None
+
+    def connect(self):
+        """Find the service's URL in the catalog, once."""
+        if self._endpoint is None:
+            try:
+                endpoint = self.adapter.get_endpoint()
+            except ks_exc.ClientException as error:
+                raise exception.ServiceError(
+                    '%s: cannot find the endpoint: %s. Check the service '
+                    'catalog, or give the endpoint.' % (
+                        self.name, reason(error)))
+            if not endpoint:
+                raise exception.ServiceError(
+                    '%s: no endpoint: give one (%s).' % (
+                        self.name, self.endpoint_option))
+            self._endpoint = endpoint.rstrip('/')
+
+    def request(self, method, url, expected=(200,), **kwargs):
+        """Send a request; return the response if its status is expected.
+
+        :raises ServiceError: for connection failures, timeouts and other
+            statuses, naming the service, the request and what to check.
+        """
+        self.connect()
+        kwargs.setdefault('microversion', self.microversion)
+        try:
+            response = self.adapter.request(url, method, raise_exc=False,
+                                            **kwargs)
+        except ks_exc.ClientException as error:
+            raise self._error(method, url, reason(error))
+        except OSError as error:
+            # requests' own error for an unreadable CA bundle or client
+            # certificate, which keystoneauth passes on as it is.
+            raise self._error(method, url, 'TLS files: %s' % error)
+        if response.status_code not in expected:
+            raise self._error(method, url, _http_problem(response))
+        return response
+
+    def get(self, url, *keys):
+        """The values under ``keys`` of the JSON answer, in order."""
+        return self._values(self.request('GET', url), *keys)
+
+    def _values(self, response, *keys):
+        try:
+            body = response.json()
+            return [body[key] for key in keys]
+        except (ValueError, KeyError, TypeError):
+            raise self._error(
+                response.request.method, response.request.url,
+                'unexpected answer (%d without %s): is this the %s API?' % (
+                    response.status_code, ', '.join(keys), self.name))
+
+    def _error(self, method, url, problem):
+        if '://' not in url:
+            url = (self._endpoint or '') + url
+        return exception.ServiceError('%s: %s %s: %s. %s' % (
+            self.name, method, url, problem, self.hint))
+
+
+def reason(error):
+    """A short reason for a keystoneauth error; never a secret."""
+    if isinstance(error, ks_exc.ConnectTimeout):
+        # keystoneauth raises this for read timeouts too.
+        return 'timed out'
+    if isinstance(error, ks_exc.SSLError):
+        return ('TLS verification failed; give the CA bundle in [placement] '
+                'cafile')
+    if isinstance(error, ks_exc.ConnectFailure):
+        return 'cannot connect'
+    if isinstance(error, ks_exc.HttpError):
+        return _http_problem(error.response) if error.response is not None \
+            else '%s %s' % (error.http_status, error.message)
+    return str(error).splitlines()[0]
+
+
+def _http_problem(response):
+    if response.status_code == 401:
+        return '401 Unauthorized: the credentials were rejected'
+    if response.status_code == 403:
+        return '403 Forbidden: the user needs the admin role'
+    explanation = _explanation(response)
+    return '%d %s%s' % (response.status_code, response.reason,
+                        ': ' + explanation if explanation else '')
+
+
+def _explanation(response):
+    """The message of a Compute API or placement error answer, or ''."""
+    try:
+        fault, = response.json().values()
+        message = (fault[0]['detail'] if isinstance(fault, list)
+                   else fault['message'])
+    except (ValueError, AttributeError, KeyError, IndexError, TypeError):
+        return ''
+    return ' '.join(str(message).split()).rstrip('.')
+
+
+class Placement(Service):
+
+    name = 'placement'
+    hint = ('Check that placement is up and that [placement] in nova.conf '
+            'points at it with admin credentials.')
+    endpoint_option = '[placement] endpoint_override'
+
+    def __init__(self, adapter, read_only=False):
+        super().__init__(adapter, PLACEMENT_VERSION)
+        self._answers = {} if read_only else None
+
+    def get(self, url, *keys):
+        if self._answers is None:
+            return super().get(url, *keys)
+        if (url, keys) not in self._answers:
+            self._answers[url, keys] = super().get(url, *keys)
+        return copy.deepcopy(self._answers[url, keys])
+
+    def providers(self, **query):
+        """Resource providers, filtered by ``query``.
+
+        ``query`` holds ``GET /resource_providers``' parameters, such as
+        ``required`` or ``resources``.
+        """
+        url = '/resource_providers'
+        if query:
+            url += '?' + '&'.join('%s=%s' % item for item in
+                                  sorted(query.items()))
+        providers, = self.get(url, 'resource_providers')
+        return providers
+
+    def inventories(self, uuid):
+        """``(provider generation, {resource class: inventory})``."""
+        return self.get('/resource_providers/%s/inventories' % uuid,
+                        'resource_provider_generation', 'inventories')
+
+    def replace_inventories(self, uuid, generation, inventories):
+        """Write a provider's whole inventory in one atomic request.
+
+        :returns: False if another writer changed the provider since
+            ``generation`` was read; nothing is written then.
+        """
+        url = '/resource_providers/%s/inventories' % uuid
+        response = self.request(
+            'PUT', url, expected=(200, 409),
+            json={'resource_provider_generation': generation,
+                  'inventories': inventories})
+        if response.status_code == 200:
+            return True
+        errors, = self._values(response, 'errors')
+        error = errors[0] if errors else {}
+        if error.get('code') != 'placement.concurrent_update':
+            detail = ' '.join(str(error.get('detail')).split())
+            raise self._error('PUT', url, '409 %s' % detail.rstrip('.'))
+        return False
+
+    def allocations(self, uuid):
+        """``{consumer uuid: {resource class: amount}}`` of a provider."""
+        allocations, = self.get(
+            '/resource_providers/%s/allocations' % uuid, 'allocations')
+        return {consumer: allocation['resources'] for consumer, allocation
+                in allocations.items()}
+
+    def consumer_resources(self, consumer):
+        """``{resource class: amount}`` a consumer holds, on all providers."""
+        allocations, = self.get('/allocations/%s' % consumer, 'allocations')
+        resources = {}
+        for allocation in allocations.values():
+            for rc, amount in allocation['resources'].items():
+                resources[rc] = resources.get(rc, 0) + amount
+        return resources
+
+
+class Compute(Service):
+
+    name = 'compute'
+    hint = ('Check that the Compute API is up and reachable with admin '
+            'credentials (--os-compute-endpoint-override without a service '
+            'catalog).')
+    endpoint_option = '--os-compute-endpoint-override'
+
+    def __init__(self, adapter):
+        super().__init__(adapter, COMPUTE_VERSION)
+        self._images = {}
+
+    def servers_on_node(self, node):
+        """Every server of a compute node, flavors embedded, page by page."""
+        first = url = '/servers/detail?all_tenants=1&node=%s' % (
+            urllib.parse.quote(node))
+        servers = []
+        while url:
+            response = self.request('GET', url)
+            page, = self._values(response, 'servers')
+            servers += page
+            links = response.json().get('servers_links', [])
+            url = next((link['href'] for link in links
+                        if link.get('rel') == 'next'), None)
+        for server in servers:
+            self._check_extra_specs(server, first)
+        # ``node`` is a pattern to Nova: keep the exact matches.
+        return [server for server in servers if server.get(
+            'OS-EXT-SRV-ATTR:hypervisor_hostname') == node]
+
+    def server(self, uuid):
+        server, = self.get('/servers/%s' % uuid, 'server')
+        return server
+
+    def _check_extra_specs(self, server, url):
+        if not isinstance(server.get('flavor', {}).get('extra_specs'), dict):
+            raise self._error('GET', url, (
+                'no flavor extra specs in the answer; the policy '
+                'os_compute_api:servers:show:flavor-extra-specs must allow '
+                'this user'))
+
+    def image_properties(self, image_id):
+        """An image's properties, or None if it is gone; asked once."""
+        if image_id not in self._images:
+            url = '/images/%s' % image_id
+            response = self.request('GET', url, expected=(200, 404),
+                                    microversion=IMAGE_PROXY_VERSION)
+            if response.status_code == 404:
+                # Only Nova's own "not found" says that the image is gone.
+                self._values(response, 'itemNotFound')
+                self._images[image_id] = None
+            else:
+                image, = self._values(response, 'image')
+                self._images[image_id] = image.get('metadata', {})
+        return self._images[image_id]
+
+    def action(self, uuid, body):
+        """Start a server action, such as ``{'migrate': None}``.
+
+        Never retried: the action could start twice.
+
+        :raises ActionRefused: when Nova answers 400 or 409.
+        """
+        response = self.request('POST', '/servers/%s/action' % uuid,
+                                expected=(202, 204, 400, 409), json=body,
+                                **NO_RETRY)
+        if response.status_code >= 400:
+            raise exception.ActionRefused('%s refused: %s' % (
+                next(iter(body)), _explanation(response) or
+                response.reason))
+
+    def action_error(self, uuid, action):
+        """What failed in the server's newest ``action``, if anything.
+
+        :param action: an instance action's name, like ``live-migration``.
+        """
+        actions, = self.get('/servers/%s/os-instance-actions' % uuid,
+                            'instanceActions')
+        # Newest first.
+        request_id = next((found['request_id'] for found in actions
+                           if found['action'] == action), None)
+        if request_id is None:
+            return None
+        found, = self.get('/servers/%s/os-instance-actions/%s' % (
+            uuid, request_id), 'instanceAction')
+        for event in found.get('events') or ():
+            if event.get('result') == 'Error':
+                return '%s: %s' % (event['event'], event.get('details') or
+                                   'failed')
+        return None

@@ -1,0 +1,59 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What the operator commands share: one-line errors and result tables."""
+
+import logging
+import sys
+import traceback
+
+from oslo_config import cfg
+import prettytable
+
+from nova_pcpu_ext import exception
+
+#: Exit code of a command that could not run: bad configuration, a
+#: service that cannot be used.
+COULD_NOT_RUN = 2
+#: Exit code of an unexpected error, as oslo.upgradecheck's.
+UNEXPECTED = 255
+
+
+def unexpected(prog, error):
+    """Report an error nothing expected, in one line; the exit code."""
+    frame = traceback.extract_tb(error.__traceback__)[-1]
+    sys.stderr.write('%s: unexpected error: %s: %s (at %s:%d). Please '
+                     'report it.\n' % (prog, type(error).__name__, error,
+                                       frame.filename, frame.lineno))
+    return UNEXPECTED
+
+
+def run(prog, command):
+    """``command()``'s exit code; errors end in one line on stderr."""
+    # Libraries' warnings (keystoneauth retrying, for one) would break the
+    # one-line errors; failures are reported by the command.
+    logging.basicConfig(level=logging.ERROR, format='%(name)s: %(message)s')
+    logging.captureWarnings(True)
+    try:
+        return command()
+    except (exception.PcpuExtError, cfg.Error) as error:
+        sys.stderr.write('%s: %s\n' % (prog, error))
+        return COULD_NOT_RUN
+    except Exception as error:
+        return unexpected(prog, error)
+
+
+def table(headings, rows):
+    result = prettytable.PrettyTable(headings, hrules=prettytable.ALL,
+                                     max_width=40, align='l')
+    result.add_rows(rows)
+    return result

@@ -1,0 +1,184 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-pcpu-ext-manage``: repairs, each with a dry run.
+
+::
+
+    nova-pcpu-ext-manage [--config-file nova.conf]
+        [--os-compute-endpoint-override URL] placement audit [--fix]
+        [--dry-run] [--host HOST | --provider UUID] [--ratio RC=VALUE]
+        [--format table|json]
+    nova-pcpu-ext-manage [--config-file nova.conf]
+        [--os-compute-endpoint-override URL] heal isolate [--dry-run]
+        [--host HOST] [--max-parallel N] [--cold] [--continue-on-error]
+        [--format table|json]
+
+Exits 0 when everything is done or there is nothing to do, 1 when some
+items were left (found but not fixed, skipped or failed), 2 when the
+command could not run and 255 on an unexpected error.
+"""
+
+import argparse
+import dataclasses
+import json
+import sys
+
+import nova.conf
+from oslo_config import cfg
+
+from nova_pcpu_ext import allocation_ratios
+from nova_pcpu_ext import audit
+from nova_pcpu_ext import clients
+from nova_pcpu_ext.cmd import common
+from nova_pcpu_ext import heal
+
+CONF = nova.conf.CONF
+PROG = 'nova-pcpu-ext-manage'
+DONE = 0
+ITEMS_LEFT = 1
+
+
+def _ratio_override(text):
+    rc, _sep, value = text.partition('=')
+    if rc not in audit.RULED:
+        raise argparse.ArgumentTypeError(
+            '%r: expected RESOURCE_CLASS=RATIO with one of %s' % (
+                text, ', '.join(audit.RULED)))
+    try:
+        ratio = float(value)
+    except ValueError:
+        ratio = None
+    if not allocation_ratios.is_usable(ratio):
+        raise argparse.ArgumentTypeError(
+            '%r: the ratio must be a positive finite number' % text)
+    return rc, ratio
+
+
+def _positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError('%r: give a whole number of 1 or '
+                                         'more' % text)
+    return int(text)
+
+
+def _print(rows, args, headings, row):
+    if args.format == 'json':
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+    elif rows:
+        print(common.table(headings, [row(r) for r in rows]))
+    else:
+        print('Nothing found.')
+
+
+def placement_audit(args):
+    placement, _compute = clients.connect(CONF)
+    ratios = audit.fix_ratios(CONF, dict(args.ratio))
+    targets = audit.providers(placement, args.compute_node,
+                              args.provider)
+    findings = audit.audit_inventories(
+        placement, ratios, fix=args.fix and not args.dry_run,
+        targets=targets)
+    _print(findings, args,
+           ['Severity', 'Resource provider', 'Problem', 'Action'],
+           lambda f: [f.severity, '%s\n%s' % (f.provider_name,
+                                              f.provider_uuid),
+                      f.problem, ('FIXED: ' if f.fixed else '') + f.action])
+    return ITEMS_LEFT if any(not f.fixed for f in findings) else DONE
+
+
+def heal_isolate(args):
+    placement, compute = clients.connect(CONF)
+    found = audit.isolate_servers(placement, compute, args.compute_node)
+    moves = heal.plan(found, audit.isolate_destinations(placement))
+    if args.dry_run:
+        for move in moves:
+            if move.result == 'planned':
+                move.result = 'dry run: would %s' % (
+                    'migrate' if args.cold else 'live-migrate')
+    else:
+        heal.Healer(placement, compute, args.cold, args.max_parallel,
+                    args.continue_on_error,
+                    lambda message: sys.stderr.write(
+                        '%s: %s\n' % (PROG, message))).run(moves)
+    _print(moves, args,
+           ['Server', 'From host', 'To host', 'Before', 'After', 'Result'],
+           lambda m: [m.server, m.from_host, m.to_host, m.before, m.after,
+                      m.result])
+    return DONE if args.dry_run or all(m.healed for m in moves) \
+        else ITEMS_LEFT
+
+
+def _add_format(parser):
+    parser.add_argument('--format', choices=['table', 'json'],
+                        default='table')
+
+
+def _add_commands(subparsers):
+    placement = subparsers.add_parser(
+        'placement', help='Placement inventories.').add_subparsers(
+            dest='action', required=True)
+    audit_parser = placement.add_parser(
+        'audit', help='Find, and with --fix repair, bad allocation ratios.')
+    audit_parser.set_defaults(function=placement_audit)
+    audit_parser.add_argument(
+        '--fix', action='store_true',
+        help='Set bad allocation ratios to the allocation_ratios rule of '
+             'this nova.conf, or to --ratio.')
+    audit_parser.add_argument(
+        '--dry-run', action='store_true',
+        help='Change nothing, even with --fix (the default without).')
+    only = audit_parser.add_mutually_exclusive_group()
+    # NOTE: not dest 'host', which is a nova.conf option already.
+    only.add_argument('--host', dest='compute_node', metavar='HOST',
+                      help='Only the resource provider of this compute '
+                           'node.')
+    only.add_argument('--provider', metavar='UUID',
+                      help='Only this resource provider.')
+    audit_parser.add_argument(
+        '--ratio', action='append', type=_ratio_override, default=[],
+        metavar='RC=VALUE',
+        help='Ratio --fix writes for VCPU, MEMORY_MB or DISK_GB, instead of '
+             'the rule; repeatable.')
+    _add_format(audit_parser)
+
+    heal_commands = subparsers.add_parser(
+        'heal', help='Move servers the seed bugs misplaced.').add_subparsers(
+            dest='action', required=True)
+    isolate = heal_commands.add_parser(
+        'isolate', help='Move isolate servers off VCPU of hyperthreaded '
+                        'hosts.')
+    isolate.set_defaults(function=heal_isolate)
+    isolate.add_argument('--dry-run', action='store_true',
+                         help='Print the plan; move nothing.')
+    isolate.add_argument('--host', dest='compute_node', metavar='HOST',
+                         help='Only servers of this compute node.')
+    isolate.add_argument('--max-parallel', type=_positive, default=1,
+                         metavar='N', help='Moves at a time (default 1).')
+    isolate.add_argument('--cold', action='store_true',
+                         help='Cold-migrate and confirm, instead of live '
+                              'migration.')
+    isolate.add_argument('--continue-on-error', action='store_true',
+                         help='Go on after a move failed (default: start '
+                              'no more).')
+    _add_format(isolate)
+
+
+def main():
+    CONF.register_cli_opts(clients.CLI_OPTS)
+    CONF.register_cli_opt(cfg.SubCommandOpt('category',
+                                            handler=_add_commands))
+
+    def command():
+        CONF(sys.argv[1:], project='nova', prog=PROG)
+        return CONF.category.function(CONF.category)
+    return common.run(PROG, command)

@@ -1,0 +1,207 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-pcpu-ext-status upgrade check``: read-only checks, as nova-status.
+
+::
+
+    nova-pcpu-ext-status [--config-file nova.conf]
+        [--os-compute-endpoint-override URL] upgrade check [--json]
+
+Exits 0 when every check passes, 1 on warnings, 2 on failures and 255 on
+an unexpected error. Placement and the Compute API are reached with the
+credentials of nova.conf's ``[placement]``; nothing is written.
+"""
+
+import os
+
+import nova.conf
+from oslo_upgradecheck import upgradecheck
+
+from nova_pcpu_ext import allocation_ratios
+from nova_pcpu_ext import audit
+from nova_pcpu_ext import clients
+from nova_pcpu_ext.cmd import common
+from nova_pcpu_ext import compute
+from nova_pcpu_ext import exception
+from nova_pcpu_ext import scheduler
+
+CONF = nova.conf.CONF
+PROG = 'nova-pcpu-ext-status'
+MANAGE = 'nova-pcpu-ext-manage'
+ACTIVATE_SCHEDULER = 'nova_pcpu_ext.scheduler.activate'
+SCHEDULER_COMMAND = 'nova-pcpu-ext-scheduler'
+
+CODES = {audit.WARNING: upgradecheck.Code.WARNING,
+         audit.FAILURE: upgradecheck.Code.FAILURE}
+
+
+def _scheduler_command_runs():
+    """Whether a nova-pcpu-ext-scheduler process runs on this host."""
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as cmdline:
+                argv = cmdline.read().decode(errors='replace').split('\0')
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        # The script itself, or an interpreter running it.
+        if SCHEDULER_COMMAND in map(os.path.basename, argv[:2]):
+            return True
+    return False
+
+
+def config_problem():
+    """The worst problem of nova.conf and the installed Nova, or None."""
+    try:
+        allocation_ratios.validate_ratio_options(CONF)
+        request_filters = scheduler.check_plugins()
+        compute.check_plugins()
+    except exception.PcpuExtError as error:
+        return audit.FAILURE, str(error)
+    if (request_filters and ACTIVATE_SCHEDULER not in
+            CONF.filter_scheduler.available_filters and
+            not _scheduler_command_runs()):
+        return (audit.WARNING,
+                '[pcpu_ext] request_filters are set but [filter_scheduler] '
+                'available_filters lacks %s and no %s runs on this host: '
+                'add the entry on scheduler hosts, or run the scheduler as '
+                '%s, or the request filters never run.' % (
+                    ACTIVATE_SCHEDULER, SCHEDULER_COMMAND,
+                    SCHEDULER_COMMAND))
+    return None
+
+
+def _summary(findings, what, advice):
+    """One check's result: how many findings, the worst one, what to do."""
+    if not findings:
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+    worst = max(findings, key=lambda f: CODES[f.severity])
+    return upgradecheck.Result(CODES[worst.severity], (
+        '%s: %d found, the worst on %s (%s): %s. %s' % (
+            what, len(findings), worst.provider_name,
+            worst.consumer or worst.provider_uuid, worst.problem, advice)))
+
+
+def _server_list(isolate_servers, shown=5):
+    listed = ', '.join('%s on %s (%s)' % (found.server['id'], found.host,
+                                          found.reason)
+                       for found in isolate_servers[:shown])
+    more = len(isolate_servers) - shown
+    return listed + (' and %d more' % more if more > 0 else '')
+
+
+class UpgradeChecks(upgradecheck.UpgradeCommands):
+    """The checks of ``upgrade check``.
+
+    A placement or Compute API failure is the failed result of the check
+    that met it, so the other results and ``--json`` output stay whole.
+    """
+
+    display_title = 'nova-pcpu-ext upgrade check results'
+
+    def __init__(self):
+        super().__init__()
+        self._services = None
+        self._failure = None
+        self._isolate_servers = None
+
+    def check(self):
+        try:
+            return super().check()
+        except Exception as error:
+            # oslo.upgradecheck would print the whole traceback.
+            return common.unexpected(PROG, error)
+
+    def _service_check(self, check):
+        # The clients, and a failure to use them, are shared by the checks:
+        # a placement that timed out once is not waited for again.
+        if self._failure is None:
+            try:
+                self._services = self._services or clients.connect(
+                    CONF, read_only=True)
+                return check(*self._services)
+            except exception.PcpuExtError as error:
+                self._failure = str(error)
+        return upgradecheck.Result(upgradecheck.Code.FAILURE, self._failure)
+
+    def _isolate(self, placement, compute_api):
+        if self._isolate_servers is None:
+            self._isolate_servers = audit.isolate_servers(placement,
+                                                          compute_api)
+        return self._isolate_servers
+
+    def _check_config(self):
+        problem = config_problem()
+        if problem is None:
+            return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+        severity, message = problem
+        return upgradecheck.Result(CODES[severity], message)
+
+    def _check_bad_ratios(self):
+        return self._service_check(lambda placement, _compute: _summary(
+            audit.audit_inventories(placement, audit.fix_ratios(CONF)),
+            'Bad allocation ratios', 'Run %s placement audit for the list '
+            'and placement audit --fix to repair them.' % MANAGE))
+
+    def _check_ratio_changes(self):
+        return self._service_check(lambda placement, _compute: _summary(
+            audit.ratio_changes(placement, CONF),
+            'Allocation ratios the allocation_ratios rule of this nova.conf '
+            'changes', 'Check the ratio options of the computes before '
+            'enabling the allocation_ratios plugin.'))
+
+    def _check_isolate_on_vcpu(self):
+        def check(placement, compute_api):
+            damaged = [found for found in self._isolate(placement,
+                                                        compute_api)
+                       if not found.legacy]
+            if not damaged:
+                return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+            return upgradecheck.Result(upgradecheck.Code.FAILURE, (
+                '%d isolate servers consume VCPU on hyperthreaded hosts '
+                '(bug 1889633): %s. With the isolate_vcpu_fallback request '
+                'filter active, run %s heal isolate --dry-run, then without '
+                '--dry-run.' % (len(damaged), _server_list(damaged),
+                                MANAGE)))
+        return self._service_check(check)
+
+    def _check_isolate_stuck(self):
+        def check(placement, compute_api):
+            legacy = [found for found in self._isolate(placement,
+                                                       compute_api)
+                      if found.legacy]
+            if not legacy:
+                return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+            destinations = len(audit.isolate_destinations(placement))
+            return upgradecheck.Result(upgradecheck.Code.WARNING, (
+                '%d isolate servers run on hyperthreaded hosts configured '
+                'with vcpu_pin_set: %s. With the isolate_vcpu_fallback '
+                'request filter they can move (migrate, resize, evacuate) '
+                'only to hosts without hyperthreads that have a free PCPU; '
+                'there are %d.' % (len(legacy), _server_list(legacy),
+                                   destinations)))
+        return self._service_check(check)
+
+    _upgrade_checks = (
+        ('Configuration', _check_config),
+        ('Placement allocation ratios', _check_bad_ratios),
+        ('Allocation ratios to be changed', _check_ratio_changes),
+        ('Isolate servers on VCPU of hyperthreaded hosts',
+         _check_isolate_on_vcpu),
+        ('Isolate servers that can no longer move', _check_isolate_stuck),
+    )
+
+
+def main():
+    CONF.register_cli_opts(clients.CLI_OPTS)
+    return common.run(PROG, lambda: upgradecheck.main(
+        CONF, project='nova', upgrade_command=UpgradeChecks()))

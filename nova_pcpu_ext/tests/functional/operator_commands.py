@@ -1,0 +1,288 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Operator commands run as operators do, against real services.
+
+Placement is a gunicorn server on loopback; the Compute API of Nova's
+in-process services is served over HTTP too. Every command runs as a
+separate process.
+"""
+
+from nova_pcpu_ext.tests.functional import base  # isort:skip
+
+import http.server
+import json
+import os
+import socketserver
+import subprocess
+import sysconfig
+import threading
+import uuid
+from wsgiref import simple_server
+
+import fixtures
+from nova.api import wsgi as nova_wsgi
+import nova.conf
+from nova.tests.functional.api import client as api_client
+import requests
+
+from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
+from nova_pcpu_ext.tests import placement_server
+from nova_pcpu_ext.tests.placement_server import TOKEN
+
+ACTIVATED = ('[filter_scheduler]\navailable_filters = '
+             'nova_pcpu_ext.scheduler.activate\n')
+
+
+class Command(object):
+    """Runs an operator command with a nova.conf of its own."""
+
+    def __init__(self, test, name, endpoint, compute_endpoint=None):
+        self.test = test
+        self.script = os.path.join(sysconfig.get_path('scripts'), name)
+        self.endpoint = endpoint
+        self.compute_endpoint = compute_endpoint
+
+    def __call__(self, *args, nova_conf=None, env=None):
+        if nova_conf is None:
+            nova_conf = ACTIVATED + (
+                '[placement]\nauth_type = admin_token\ntoken = %s\n'
+                'endpoint = %s\n' % (TOKEN, self.endpoint))
+        path = os.path.join(
+            self.test.useFixture(fixtures.TempDir()).path, 'nova.conf')
+        with open(path, 'w') as conf:
+            conf.write(nova_conf)
+        options = ['--config-file', path]
+        if self.compute_endpoint:
+            options += ['--os-compute-endpoint-override',
+                        self.compute_endpoint]
+        result = subprocess.run(
+            [self.script] + options + list(args), capture_output=True,
+            text=True, timeout=300, env=dict(os.environ, **(env or {})),
+            stdin=subprocess.DEVNULL)
+        self.test.assertNotIn('Traceback', result.stderr)
+        return result
+
+    def json(self, *args, **kwargs):
+        """Exit code and the JSON printed."""
+        result = self(*args, '--format', 'json', **kwargs)
+        self.test.assertTrue(result.stdout, result.stderr)
+        return result.returncode, json.loads(result.stdout)
+
+
+def assert_one_line_error(test, result, prog, *fragments, code=2):
+    test.assertEqual(code, result.returncode, result.stderr)
+    test.assertEqual('', result.stdout)
+    message, = result.stderr.strip().splitlines()
+    test.assertTrue(message.startswith(prog + ': '), message)
+    for fragment in fragments:
+        test.assertIn(fragment, message)
+
+
+class Placement(object):
+    """Direct calls to placement, to seed and inspect it."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def call(self, method, url, body=None):
+        response = self.server.request(method, url, body, version='1.26')
+        response.raise_for_status()
+        return response.json() if response.content else None
+
+    def provider(self, name, inventories, traits=()):
+        rp_uuid = str(uuid.uuid4())
+        self.call('POST', '/resource_providers',
+                  {'name': name, 'uuid': rp_uuid})
+        self.call('PUT', '/resource_providers/%s/inventories' % rp_uuid,
+                  {'resource_provider_generation': 0,
+                   'inventories': inventories})
+        for trait in traits:
+            if trait.startswith('CUSTOM_'):
+                self.call('PUT', '/traits/%s' % trait)
+        if traits:
+            self.call('PUT', '/resource_providers/%s/traits' % rp_uuid,
+                      {'resource_provider_generation': 1,
+                       'traits': list(traits)})
+        return rp_uuid
+
+    def inventories(self, rp_uuid):
+        return self.call(
+            'GET', '/resource_providers/%s/inventories' % rp_uuid)
+
+    def ratios(self, rp_uuid):
+        return {rc: inventory['allocation_ratio'] for rc, inventory in
+                self.inventories(rp_uuid)['inventories'].items()}
+
+    def traits(self, rp_uuid):
+        return self.call(
+            'GET', '/resource_providers/%s/traits' % rp_uuid)['traits']
+
+
+class FaultyProxy(fixtures.Fixture):
+    """Forwards to placement unless ``respond`` answers instead.
+
+    ``respond(method, path)`` returns None to forward the request, a status
+    code or ``(status, JSON body)`` to answer with, or :data:`DROP` to
+    close the connection unanswered.
+    """
+
+    DROP = 'drop'
+
+    def __init__(self, endpoint, respond):
+        super().__init__()
+        self.upstream = endpoint
+        self.respond = respond
+        self.statuses = []
+
+    def _setUp(self):
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def forward(self):
+                body = self.rfile.read(
+                    int(self.headers.get('Content-Length') or 0))
+                answer = proxy.respond(self.command, self.path)
+                proxy.statuses.append((self.command, self.path, answer))
+                if answer == proxy.DROP:
+                    self.close_connection = True
+                    return
+                if answer is None:
+                    response = requests.request(
+                        self.command, proxy.upstream + self.path, data=body,
+                        headers=dict(self.headers), timeout=30)
+                    status, content = response.status_code, response.content
+                    proxy.statuses[-1] = (self.command, self.path, status)
+                elif isinstance(answer, tuple):
+                    status, content = answer[0], json.dumps(
+                        answer[1]).encode()
+                else:
+                    status, content = answer, b'{}'
+                self.send_response(status)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+
+            do_GET = do_PUT = do_POST = forward
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        self.endpoint = 'http://127.0.0.1:%d' % server.server_port
+
+
+def drop_first(count):
+    """A ``respond`` of :class:`FaultyProxy` dropping ``count`` requests.
+
+    Its ``dropped`` attribute lists their paths.
+    """
+    def respond(method, path):
+        if len(respond.dropped) < count:
+            respond.dropped.append(path)
+            return FaultyProxy.DROP
+    respond.dropped = []
+    return respond
+
+
+class PlacementOverHttp(fixtures.Fixture):
+    """Stands in for Nova's PlacementFixture with a placement server.
+
+    Nova's services reach it through their own ``[placement]``
+    configuration over HTTP; ``api`` serves the test helpers as Nova's
+    fixture does.
+    """
+
+    def _setUp(self):
+        self.server = self.useFixture(placement_server.PlacementServer())
+        self.server.configure_nova(nova.conf.CONF)
+        self.api = self
+
+    def _call(self, method, url, body=None, version=None):
+        return api_client.APIResponse(
+            self.server.request(method, url, body, version))
+
+    def get(self, url, version=None, **_kwargs):
+        return self._call('GET', url, version=version)
+
+    def put(self, url, body, version=None, **_kwargs):
+        return self._call('PUT', url, body, version=version)
+
+    def post(self, url, body, version=None, **_kwargs):
+        return self._call('POST', url, body, version=version)
+
+    def delete(self, url, version=None, **_kwargs):
+        return self._call('DELETE', url, version=version)
+
+
+class ComputeApiOverHttp(fixtures.Fixture):
+    """The in-process Compute API, served on loopback.
+
+    Nova's OSAPIFixture stubs keystonemiddleware; this plays its part for
+    callers over HTTP: the admin token becomes the admin identity headers
+    the stubbed context middleware reads, any other token gets a 401.
+    """
+
+    def _setUp(self):
+        app = nova_wsgi.Loader().load_app('osapi_compute')
+
+        def authenticate(environ, start_response):
+            if environ.get('HTTP_X_AUTH_TOKEN') != TOKEN:
+                start_response('401 Unauthorized', [])
+                return [b'']
+            environ.update(HTTP_X_AUTH_USER='admin', HTTP_X_USER_ID='admin',
+                           HTTP_X_AUTH_PROJECT_ID='admin',
+                           HTTP_X_ROLES='admin,member,reader')
+            return app(environ, start_response)
+
+        class Quiet(simple_server.WSGIRequestHandler):
+            def log_message(self, *args):
+                pass
+
+        class Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+            daemon_threads = True
+
+        server = simple_server.make_server(
+            '127.0.0.1', 0, authenticate, server_class=Server,
+            handler_class=Quiet)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        self.endpoint = 'http://127.0.0.1:%d/v2.1' % server.server_port
+
+
+class OperatorCommandTestBase(base.ExtensionTestBase):
+    """Nova's services on placement over HTTP, the Compute API too."""
+
+    def setUp(self):
+        placement = PlacementOverHttp()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.functional.fixtures.PlacementFixture',
+            lambda: placement))
+        super().setUp()
+        compute_api = self.useFixture(ComputeApiOverHttp())
+        self.placement_server = placement.server
+        self.status = Command(self, 'nova-pcpu-ext-status',
+                              placement.server.endpoint, compute_api.endpoint)
+        self.manage = Command(self, 'nova-pcpu-ext-manage',
+                              placement.server.endpoint, compute_api.endpoint)
+        self.useFixture(base.StripIsolateMitigation())
+
+    def start_hyperthreaded_host(self, hostname='compute1'):
+        # Two dedicated cores: an isolate server takes a whole one.
+        return self.start_host(
+            hostname, dict(HYPERTHREADED, cpu_cores=4), dedicated='0-3',
+            shared='4-7')

@@ -1,0 +1,191 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import ddt
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import session as ks_session
+import requests
+from requests_mock.contrib import fixture as rm_fixture
+
+from nova_pcpu_ext import clients
+from nova_pcpu_ext import exception
+from nova_pcpu_ext.tests.unit import base
+
+ENDPOINT = 'http://api.example'
+
+
+def adapter(service_type):
+    """An adapter for a service at ENDPOINT, without authentication."""
+    return ks_adapter.Adapter(ks_session.Session(), service_type=service_type,
+                              endpoint_override=ENDPOINT)
+
+
+@ddt.ddt
+class ServiceErrorTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.requests = self.useFixture(rm_fixture.Fixture())
+        self.placement = clients.Placement(adapter('placement'))
+
+    @ddt.unpack
+    @ddt.data(
+        ({'status_code': 401}, '401 Unauthorized: the credentials were '
+                               'rejected'),
+        ({'status_code': 403}, '403 Forbidden: the user needs the admin '
+                               'role'),
+        ({'status_code': 503, 'reason': 'Service Unavailable'},
+         '503 Service Unavailable'),
+        ({'exc': requests.exceptions.ReadTimeout}, 'timed out'),
+        ({'exc': requests.exceptions.SSLError}, 'TLS verification failed; '
+         'give the CA bundle in [placement] cafile'),
+        ({'exc': requests.exceptions.ConnectionError}, 'cannot connect'),
+    )
+    def test_one_line_naming_the_request(self, response, problem):
+        self.requests.get(ENDPOINT + '/resource_providers', **response)
+        error = self.assertRaises(exception.ServiceError,
+                                  self.placement.providers)
+        self.assertEqual(
+            'placement: GET %s/resource_providers: %s. %s' % (
+                ENDPOINT, problem, clients.Placement.hint), str(error))
+
+    def test_conflict_other_than_generation_is_an_error(self):
+        self.requests.put(
+            ENDPOINT + '/resource_providers/rp/inventories', status_code=409,
+            json={'errors': [{'code': 'placement.inventory.inuse',
+                              'detail': 'Inventory for VCPU\n\n in use.'}]})
+        error = self.assertRaises(
+            exception.ServiceError, self.placement.replace_inventories,
+            'rp', 1, {})
+        self.assertIn(': 409 Inventory for VCPU in use. Check', str(error))
+
+    @ddt.data({'text': '<html>proxy error</html>'}, {'json': {'x': 1}})
+    def test_unexpected_answer(self, body):
+        self.requests.get(ENDPOINT + '/resource_providers', **body)
+        error = self.assertRaises(exception.ServiceError,
+                                  self.placement.providers)
+        self.assertIn('GET %s/resource_providers: unexpected answer (200 '
+                      'without resource_providers): is this the placement '
+                      'API?' % ENDPOINT, str(error))
+
+    def test_no_endpoint(self):
+        placement = clients.Placement(ks_adapter.Adapter(
+            ks_session.Session(), service_type='placement'))
+        error = self.assertRaises(exception.ServiceError,
+                                  placement.providers)
+        self.assertIn('placement: cannot find the endpoint: ',
+                      str(error))
+
+    def test_unreadable_ca_bundle(self):
+        self.requests.get(ENDPOINT + '/resource_providers',
+                          exc=OSError('Could not find a suitable TLS CA '
+                                      'certificate bundle'))
+        error = self.assertRaises(exception.ServiceError,
+                                  self.placement.providers)
+        self.assertIn(': TLS files: Could not find a suitable TLS CA',
+                      str(error))
+
+    def test_generation_conflict_is_reported_to_retry(self):
+        self.requests.put(
+            ENDPOINT + '/resource_providers/rp/inventories', status_code=409,
+            json={'errors': [{'code': 'placement.concurrent_update'}]})
+        self.assertFalse(self.placement.replace_inventories('rp', 1, {}))
+        self.assertEqual('placement 1.26', self.requests.last_request.headers[
+            'OpenStack-API-Version'])
+
+
+class ComputeTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.requests = self.useFixture(rm_fixture.Fixture())
+        self.compute = clients.Compute(adapter('compute'))
+
+    def server(self, uuid, node):
+        return {'id': uuid, 'OS-EXT-SRV-ATTR:hypervisor_hostname': node,
+                'flavor': {'extra_specs': {}}}
+
+    def test_servers_of_one_node_page_by_page(self):
+        url = ENDPOINT + '/servers/detail?all_tenants=1&node=compute1'
+        self.requests.get(url, json={
+            'servers': [self.server('a', 'compute1'),
+                        self.server('b', 'compute10')],
+            'servers_links': [{'rel': 'next', 'href': url + '&marker=b'}]})
+        self.requests.get(url + '&marker=b', json={
+            'servers': [self.server('c', 'compute1')]})
+
+        servers = self.compute.servers_on_node('compute1')
+
+        # Nova matches ``node`` as a pattern: compute10 is left out.
+        self.assertEqual(['a', 'c'], [s['id'] for s in servers])
+        self.assertEqual('compute 2.84', self.requests.last_request.headers[
+            'OpenStack-API-Version'])
+
+    def test_hidden_extra_specs_are_an_error(self):
+        self.requests.get(
+            ENDPOINT + '/servers/detail?all_tenants=1&node=compute1',
+            json={'servers': [{'id': 'a', 'flavor': {}}]})
+        error = self.assertRaises(exception.ServiceError,
+                                  self.compute.servers_on_node, 'compute1')
+        self.assertIn('os_compute_api:servers:show:flavor-extra-specs',
+                      str(error))
+
+    def test_image_properties_asked_once(self):
+        self.requests.get(ENDPOINT + '/images/i', json={'image': {
+            'metadata': {'hw_cpu_thread_policy': 'isolate'}}})
+        self.requests.get(ENDPOINT + '/images/gone', status_code=404,
+                          json={'itemNotFound': {'code': 404}})
+
+        for _ in range(2):
+            self.assertEqual({'hw_cpu_thread_policy': 'isolate'},
+                             self.compute.image_properties('i'))
+            self.assertIsNone(self.compute.image_properties('gone'))
+        self.assertEqual(2, self.requests.call_count)
+        self.assertEqual('compute 2.35', self.requests.last_request.headers[
+            'OpenStack-API-Version'])
+
+    def test_other_not_found_is_an_error(self):
+        # What placement answers when reached instead of Nova.
+        self.requests.get(ENDPOINT + '/images/i', status_code=404,
+                          json={'errors': [{'status': 404}]})
+        error = self.assertRaises(exception.ServiceError,
+                                  self.compute.image_properties, 'i')
+        self.assertIn('unexpected answer (404 without itemNotFound): is '
+                      'this the compute API?', str(error))
+
+    def test_refused_action(self):
+        self.requests.post(ENDPOINT + '/servers/s/action', status_code=409,
+                           json={'conflictingRequest': {
+                               'message': 'Cannot live-migrate while it is '
+                                          'in task_state migrating.'}})
+        error = self.assertRaises(exception.ActionRefused,
+                                  self.compute.action, 's',
+                                  {'os-migrateLive': {}})
+        self.assertEqual('os-migrateLive refused: Cannot live-migrate while '
+                         'it is in task_state migrating', str(error))
+
+    def test_action_error_of_the_newest_action(self):
+        self.requests.get(ENDPOINT + '/servers/s/os-instance-actions', json={
+            'instanceActions': [
+                {'action': 'live-migration', 'request_id': 'req-new'},
+                {'action': 'live-migration', 'request_id': 'req-old'}]})
+        self.requests.get(
+            ENDPOINT + '/servers/s/os-instance-actions/req-new', json={
+                'instanceAction': {'events': [
+                    {'event': 'conductor_live_migrate_instance',
+                     'result': 'Success'},
+                    {'event': 'compute_pre_live_migration',
+                     'result': 'Error', 'details': 'No space left'}]}})
+
+        self.assertEqual('compute_pre_live_migration: No space left',
+                         self.compute.action_error('s', 'live-migration'))
+        self.assertIsNone(self.compute.action_error('s', 'migrate'))
