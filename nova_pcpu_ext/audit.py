@@ -214,26 +214,33 @@ def isolate_servers(placement, compute, host=None):
     """Every :class:`IsolateServer`, one server listing per host.
 
     Only hyperthreaded hosts with servers consuming VCPU are asked about
-    their servers, :data:`READERS` hosts at a time.
+    their servers, :data:`READERS` hosts at a time, after one listing of
+    the compute nodes' hosts.
     """
     providers = [provider for provider in
                  placement.providers(required=HYPERTHREADING)
                  if not host or provider['name'] == host]
+    if not providers:
+        return []
+    hosts = compute.node_hosts()
     with concurrent.futures.ThreadPoolExecutor(READERS) as pool:
         found = pool.map(
-            lambda provider: _isolate_servers_on(placement, compute,
+            lambda provider: _isolate_servers_on(placement, compute, hosts,
                                                  provider), providers)
         return [server for on_host in found for server in on_host]
 
 
-def _isolate_servers_on(placement, compute, provider):
+def _isolate_servers_on(placement, compute, hosts, provider):
     vcpus = {consumer: resources[orc.VCPU] for consumer, resources in
              placement.allocations(provider['uuid']).items()
              if resources.get(orc.VCPU)}
     if not vcpus:
         return []
     found = []
-    for server in compute.servers_on_node(provider['name']):
+    # A provider is named after its compute node; for a node the Compute
+    # API does not list, the name is the best guess of its host.
+    node = provider['name']
+    for server in compute.servers_on_node(node, hosts.get(node, node)):
         reason = server['id'] in vcpus and isolate_reason(server, compute)
         if reason:
             found.append((server, reason))

@@ -295,21 +295,35 @@ class Compute(Service):
         super().__init__(adapter, COMPUTE_VERSION)
         self._images = {}
 
-    def servers_on_node(self, node):
-        """Every server of a compute node, flavors embedded, page by page."""
-        first = url = '/servers/detail?all_tenants=1&node=%s' % (
-            urllib.parse.quote(node))
-        servers = []
+    def _pages(self, url, key):
+        """Every item of a paginated listing."""
+        items = []
         while url:
             response = self.request('GET', url)
-            page, = self._values(response, 'servers')
-            servers += page
-            links = response.json().get('servers_links', [])
+            page, = self._values(response, key)
+            items += page
+            links = response.json().get(key + '_links', [])
             url = next((link['href'] for link in links
                         if link.get('rel') == 'next'), None)
+        return items
+
+    def node_hosts(self):
+        """``{compute node name: its service's host}``, in one listing."""
+        return {hypervisor['hypervisor_hostname']:
+                hypervisor['service']['host'] for hypervisor in
+                self._pages('/os-hypervisors/detail', 'hypervisors')}
+
+    def servers_on_node(self, node, host):
+        """Every server of a compute node, flavors embedded.
+
+        Listed by ``host``, which Nova's database matches exactly (``node``
+        would be a pattern), then kept by node.
+        """
+        url = '/servers/detail?all_tenants=1&host=%s' % urllib.parse.quote(
+            host)
+        servers = self._pages(url, 'servers')
         for server in servers:
-            self._check_extra_specs(server, first)
-        # ``node`` is a pattern to Nova: keep the exact matches.
+            self._check_extra_specs(server, url)
         return [server for server in servers if server.get(
             'OS-EXT-SRV-ATTR:hypervisor_hostname') == node]
 

@@ -180,8 +180,11 @@ class FakeCompute(object):
         self.images = images or {}
         self.listings = []
 
-    def servers_on_node(self, node):
-        self.listings.append(node)
+    def node_hosts(self):
+        return {'compute1': 'host1'}
+
+    def servers_on_node(self, node, host):
+        self.listings.append(host)
         return [s for s in self.servers
                 if s['OS-EXT-SRV-ATTR:hypervisor_hostname'] == node]
 
@@ -248,7 +251,7 @@ class IsolateServersTest(base.TestCase):
 
         found = audit.isolate_servers(placement, compute)
 
-        self.assertEqual(['compute1'], compute.listings)
+        self.assertEqual(['host1'], compute.listings)
         self.assertEqual([('a', True)],
                          [(f.server['id'], f.legacy) for f in found])
 

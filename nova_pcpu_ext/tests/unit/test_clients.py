@@ -115,27 +115,35 @@ class ComputeTest(base.TestCase):
                 'flavor': {'extra_specs': {}}}
 
     def test_servers_of_one_node_page_by_page(self):
-        url = ENDPOINT + '/servers/detail?all_tenants=1&node=compute1'
+        url = ENDPOINT + '/servers/detail?all_tenants=1&host=host1'
         self.requests.get(url, json={
             'servers': [self.server('a', 'compute1'),
-                        self.server('b', 'compute10')],
+                        self.server('b', 'compute1b')],
             'servers_links': [{'rel': 'next', 'href': url + '&marker=b'}]})
         self.requests.get(url + '&marker=b', json={
             'servers': [self.server('c', 'compute1')]})
 
-        servers = self.compute.servers_on_node('compute1')
+        servers = self.compute.servers_on_node('compute1', 'host1')
 
-        # Nova matches ``node`` as a pattern: compute10 is left out.
+        # Another node of the same host is left out.
         self.assertEqual(['a', 'c'], [s['id'] for s in servers])
         self.assertEqual('compute 2.84', self.requests.last_request.headers[
             'OpenStack-API-Version'])
 
+    def test_node_hosts(self):
+        self.requests.get(ENDPOINT + '/os-hypervisors/detail', json={
+            'hypervisors': [{'hypervisor_hostname': 'node1.example',
+                             'service': {'host': 'node1'}}]})
+        self.assertEqual({'node1.example': 'node1'},
+                         self.compute.node_hosts())
+
     def test_hidden_extra_specs_are_an_error(self):
         self.requests.get(
-            ENDPOINT + '/servers/detail?all_tenants=1&node=compute1',
+            ENDPOINT + '/servers/detail?all_tenants=1&host=host1',
             json={'servers': [{'id': 'a', 'flavor': {}}]})
         error = self.assertRaises(exception.ServiceError,
-                                  self.compute.servers_on_node, 'compute1')
+                                  self.compute.servers_on_node, 'compute1',
+                                  'host1')
         self.assertIn('os_compute_api:servers:show:flavor-extra-specs',
                       str(error))
 
