@@ -114,8 +114,7 @@ def heal_isolate(args):
            ['Server', 'From host', 'To host', 'Before', 'After', 'Result'],
            lambda m: [m.server, m.from_host, m.to_host, m.before, m.after,
                       m.result])
-    return DONE if args.dry_run or all(m.healed for m in moves) \
-        else ITEMS_LEFT
+    return DONE if all(move.healed for move in moves) else ITEMS_LEFT
 
 
 def _add_format(parser):

@@ -282,7 +282,7 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         result, moves = self.heal()
         again = self.manage('heal', 'isolate')
 
-        self.assertEqual(0, dry_run.returncode)
+        self.assertEqual(1, dry_run.returncode)
         self.assertEqual([(self.server['id'], 'compute1', 'VCPU:1',
                            'dry run: would live-migrate')],
                          [(m['server'], m['from_host'], m['before'],
@@ -324,7 +324,7 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         dry_run, planned = self.heal('--dry-run')
         result, moves = self.heal()
 
-        self.assertEqual(0, dry_run.returncode)
+        self.assertEqual(1, dry_run.returncode)
         self.assertEqual(1, result.returncode)
         for listed in (planned, moves):
             self.assertEqual(

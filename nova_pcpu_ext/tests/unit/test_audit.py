@@ -216,7 +216,8 @@ class IsolateServersTest(base.TestCase):
         placement = self.placement({'compute1': ({'PCPU': {}, 'VCPU': {}}, {
             'flavor': {'VCPU': 2}, 'image': {'VCPU': 1},
             'trait': {'VCPU': 1}, 'on-pcpu': {'PCPU': 1},
-            'prefer': {'VCPU': 1}, 'image-gone': {'VCPU': 1},
+            'prefer': {'VCPU': 1}, 'require': {'VCPU': 1},
+            'dedicated': {'VCPU': 1}, 'image-gone': {'VCPU': 1},
             'flavor-wins': {'VCPU': 1}, 'migration': {'VCPU': 1}})})
         compute = FakeCompute([
             self.server('flavor', **isolate),
@@ -227,6 +228,9 @@ class IsolateServersTest(base.TestCase):
             self.server('on-pcpu', **isolate),
             self.server('prefer', **{'hw:cpu_policy': 'dedicated',
                                      'hw:cpu_thread_policy': 'prefer'}),
+            self.server('require', **{'hw:cpu_policy': 'dedicated',
+                                      'hw:cpu_thread_policy': 'require'}),
+            self.server('dedicated', **{'hw:cpu_policy': 'dedicated'}),
             self.server('image-gone', image='deleted'),
             self.server('flavor-wins', image='isolate-image',
                         **{'hw:cpu_thread_policy': 'prefer'}),
