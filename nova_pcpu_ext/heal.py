@@ -88,9 +88,8 @@ class Healer(object):
         planned = [move for move in moves if move.result == 'planned']
         with concurrent.futures.ThreadPoolExecutor(
                 self.max_parallel) as executor:
-            for _ in executor.map(lambda m: self._run_one(m, len(planned)),
-                                  planned):
-                pass
+            list(executor.map(lambda m: self._run_one(m, len(planned)),
+                              planned))
         return moves
 
     def _run_one(self, move, total):

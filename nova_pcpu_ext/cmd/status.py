@@ -133,11 +133,13 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
                 self._failure = str(error)
         return upgradecheck.Result(upgradecheck.Code.FAILURE, self._failure)
 
-    def _isolate(self, placement, compute_api):
+    def _isolate(self, placement, compute_api, legacy):
+        """The isolate servers on legacy hosts, or on the other ones."""
         if self._isolate_servers is None:
             self._isolate_servers = audit.isolate_servers(placement,
                                                           compute_api)
-        return self._isolate_servers
+        return [found for found in self._isolate_servers
+                if found.legacy == legacy]
 
     def _check_config(self):
         problem = config_problem()
@@ -161,9 +163,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _check_isolate_on_vcpu(self):
         def check(placement, compute_api):
-            damaged = [found for found in self._isolate(placement,
-                                                        compute_api)
-                       if not found.legacy]
+            damaged = self._isolate(placement, compute_api, legacy=False)
             if not damaged:
                 return upgradecheck.Result(upgradecheck.Code.SUCCESS)
             return upgradecheck.Result(upgradecheck.Code.FAILURE, (
@@ -176,9 +176,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _check_isolate_stuck(self):
         def check(placement, compute_api):
-            legacy = [found for found in self._isolate(placement,
-                                                       compute_api)
-                      if found.legacy]
+            legacy = self._isolate(placement, compute_api, legacy=True)
             if not legacy:
                 return upgradecheck.Result(upgradecheck.Code.SUCCESS)
             destinations = len(audit.isolate_destinations(placement))
