@@ -25,6 +25,7 @@ import nova.conf
 import os_resource_classes as orc
 from oslo_log import log as logging
 
+from nova_pcpu_ext import conf as pcpu_ext_conf
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import plugins
 
@@ -91,12 +92,10 @@ def validate_ratio_options(conf):
         try:
             ratio = getattr(conf, option)
         except ValueError as error:
-            # oslo.config names the file and the option before the reason;
-            # the message names the option already.
             raise exception.InvalidConfig(
-                '[DEFAULT] %s is invalid: %s. Set a positive ratio such as '
-                '1.5, or leave it unset for the default.' % (
-                    option, str(error).rpartition('is not valid: ')[2]))
+                '%s. Set a positive ratio such as 1.5, or leave it unset for '
+                'the default.' % pcpu_ext_conf.invalid_value(
+                    conf, 'DEFAULT', option, error))
         if ratio is not None and not math.isfinite(ratio):
             raise exception.InvalidConfig(
                 '[DEFAULT] %s = %s is not a finite number: set a positive '

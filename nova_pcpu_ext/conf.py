@@ -195,8 +195,35 @@ def validate(conf):
         try:
             getattr(conf.pcpu_ext, opt.dest)
         except ValueError as error:
-            raise exception.InvalidConfig('[pcpu_ext] %s: %s' % (
-                opt.name, error))
+            raise exception.InvalidConfig(
+                invalid_value(conf, GROUP.name, opt.name, error))
+
+
+def invalid_value(conf, group, name, error):
+    """The message for an option oslo.config could not read.
+
+    ``[group] name = value is invalid: reason``: oslo.config's own message
+    names the file but, for a value out of range, not the value.
+    """
+    reason = str(error).rpartition('is not valid: ')[2]
+    return '[%s] %s = %s is invalid: %s' % (
+        group, name, _raw_value(conf, group, name), reason)
+
+
+def _raw_value(conf, group, name):
+    """The option as written in ``conf``'s files or environment."""
+    try:
+        files = conf.config_file or []
+        dirs = conf.config_dir or []
+    except cfg.NoSuchOptError:
+        return '?'  # not parsed from files (tests)
+    raw = cfg.ConfigOpts()
+    raw.register_opt(cfg.StrOpt(name),
+                     group=None if group == 'DEFAULT' else group)
+    args = [arg for path in files for arg in ('--config-file', path)]
+    args += [arg for path in dirs for arg in ('--config-dir', path)]
+    raw(args=args, default_config_files=[], default_config_dirs=[])
+    return (raw if group == 'DEFAULT' else raw[group])[name]
 
 
 def list_opts():

@@ -109,10 +109,17 @@ class ConsoleScriptTest(_ScriptTestBase):
             '[pcpu_ext]\nisolate_fallback_mode = keep\n'))
         self.assertEqual(1, result.returncode, result.stderr)
         message = result.stderr.strip().splitlines()[-1]
-        self.assertTrue(message.startswith(
-            'nova-pcpu-ext: [pcpu_ext] isolate_fallback_mode: '), message)
-        self.assertIn("Valid values are [drop, forbid_trait], but found "
-                      "'keep'", message)
+        self.assertEqual(
+            "nova-pcpu-ext: [pcpu_ext] isolate_fallback_mode = keep is "
+            "invalid: Valid values are [drop, forbid_trait], but found "
+            "'keep'", message)
+
+    def test_value_out_of_range_is_named(self):
+        result = self.run_script('nova-pcpu-ext-compute', nova_conf=(
+            '[pcpu_ext]\nprovider_lock_warn_seconds = -2\n'))
+        self.assertStopsWith(
+            result, '[pcpu_ext] provider_lock_warn_seconds = -2 is invalid: '
+                    'Should be greater than or equal to 0')
 
     def test_no_module_imported_before_monkey_patching(self):
         config = ('[pcpu_ext]\nrequest_filters = isolate\n'

@@ -80,8 +80,8 @@ class ConfigurationCheckTest(testtools.TestCase):
         (ACTIVATED + '[pcpu_ext]\nrequest_filters = isolate\n', 2,
          '[pcpu_ext] request_filters: unknown plugin isolate'),
         (ACTIVATED + '[DEFAULT]\nram_allocation_ratio = -1.0\n', 2,
-         '[DEFAULT] ram_allocation_ratio is invalid: Should be greater than '
-         'or equal to 0. Set a positive ratio'),
+         '[DEFAULT] ram_allocation_ratio = -1.0 is invalid: Should be '
+         'greater than or equal to 0. Set a positive ratio'),
         (ACTIVATED + '[DEFAULT]\ninitial_cpu_allocation_ratio = inf\n', 2,
          'initial_cpu_allocation_ratio = inf is not a finite number'),
     )
