@@ -11,11 +11,12 @@
 # under the License.
 
 """A whole cloud on this machine: stock Nova and Nova with the extension,
-side by side, each run through tempest.
+side by side, each run through tempest and the fault and load drills.
 
-``python -m nova_pcpu_ext.tests.cloud [--no-libvirt] [--keep | --stop]
-[--work-dir DIR]``; ``tox -e cloud`` installs what it needs first.
-Ends with ``results: <json>``; exits 1 if a check failed.
+``python -m nova_pcpu_ext.tests.cloud [--no-libvirt] [--no-tempest]
+[--drills short|full|none] [--keep | --stop] [--work-dir DIR]``; ``tox -e
+cloud`` installs what it needs first. Ends with ``results: <json>``; exits
+1 if a check failed.
 """
 
 import argparse
@@ -30,6 +31,7 @@ import time
 
 from nova_pcpu_ext.tests.cloud import backing
 from nova_pcpu_ext.tests.cloud import deploy
+from nova_pcpu_ext.tests.cloud import drills
 from nova_pcpu_ext.tests.cloud import logs
 from nova_pcpu_ext.tests.cloud import processes
 from nova_pcpu_ext.tests.cloud import tempest_run
@@ -50,6 +52,14 @@ def parse_args(argv):
     parser.add_argument('--no-libvirt', action='store_true',
                         help='Leave out the real-libvirt computes, for '
                              'machines that cannot run libvirtd.')
+    parser.add_argument('--no-tempest', action='store_true',
+                        help='Skip the tempest runs.')
+    parser.add_argument('--drills', choices=('short', 'full', 'none'),
+                        default='short',
+                        help='The fault and load drills to run after '
+                             'tempest: the short form (a few minutes, as '
+                             'CI runs it), the full form, or none '
+                             '(default: %(default)s).')
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument('--keep', action='store_true',
                       help='Leave the extension deployment running and '
@@ -165,6 +175,8 @@ class Cloud:
 
     def test(self, phases):
         results = {}
+        if self.args.no_tempest:
+            return results
         for deployment in self.deployments:
             results[deployment.name] = phases(
                 'tempest ' + deployment.name, tempest_run.run, deployment,
@@ -226,11 +238,15 @@ def main(argv=None):
     phases = Phases()
     sampler = MemorySampler(cloud.procs)
     sampler.start()
-    results, failures, kept = {}, [], ()
+    results, failures, kept, drill_results = {}, [], (), None
     try:
         phases('up', cloud.up, phases)
         results = cloud.test(phases)
-        failures += tempest_run.verdict(results, not args.no_libvirt)
+        if not args.no_tempest:
+            failures += tempest_run.verdict(results, not args.no_libvirt)
+        if args.drills != 'none':
+            drill_results = phases('drills', drills.run, cloud, args.drills)
+            failures += drills.failures(drill_results)
         if args.keep:
             kept = [n for n in cloud.procs.running()
                     if not n.startswith('stock-')]
@@ -250,11 +266,15 @@ def main(argv=None):
     failures += ['no activation lines in %s' % name for name in
                  logs.missing_activation(cloud.procs.log_dir, ext_services)]
 
-    print(tempest_run.table(results))
+    if results:
+        print(tempest_run.table(results))
+    if drill_results:
+        print(drills.table(drill_results))
     summary = {
         'tempest': {name: {test_id: status for test_id, (status, _)
                            in tests.items()}
                     for name, tests in results.items()},
+        'drills': drill_results,
         'phases_s': phases.seconds,
         'peak_rss_mib': sampler.peak_mib,
         'allowlisted_log_lines': allowed,

@@ -38,6 +38,8 @@ ETC = os.path.join(sys.prefix, 'etc')
 ADMIN_PASSWORD = 'cloud-admin'
 SERVICE_PASSWORD = 'cloud-service'
 SHARED_REGION = 'RegionOne'
+#: Seconds between the resource updates of every compute.
+UPDATE_INTERVAL = 1
 
 #: A compute host of each deployment. ``fake`` is (cores, threads) of a
 #: fakelibvirt host; None is the real-libvirt host.
@@ -266,6 +268,9 @@ class NovaDeployment:
         keystone = self.shared.keystone_url
         client = dict(authtoken(keystone, 'nova'), region_name=self.name)
         client.pop('www_authenticate_uri')
+        # A pooled connection placement's server has just closed as idle
+        # fails with a connection reset: retry it, as production should.
+        placement = dict(client, connect_retries='3')
         return {
             'DEFAULT': {
                 'transport_url': self.transport_url,
@@ -275,7 +280,7 @@ class NovaDeployment:
             },
             'api': {'auth_strategy': 'keystone'},
             'keystone_authtoken': authtoken(keystone, 'nova'),
-            'placement': client,
+            'placement': placement,
             'glance': {'region_name': self.name},
             'neutron': dict(client, auth_url=keystone),
             'oslo_concurrency': {'lock_path': os.path.join(self.dir, 'lock')},
@@ -352,7 +357,7 @@ class NovaDeployment:
                 instances_path=os.path.join(self.dir, compute.host,
                                             'instances'),
                 compute_driver='libvirt.LibvirtDriver',
-                update_resources_interval='1')
+                update_resources_interval=str(UPDATE_INTERVAL))
             conf['nova_sys_admin'] = {'helper_command': '%s --config-file %s'
                                       % (os.path.join(BIN, 'privsep-helper'),
                                          conf_path_of(self.dir, compute))}

@@ -37,6 +37,8 @@ class Processes:
         self.log_dir = os.path.join(work_dir, 'logs')
         os.makedirs(self.pid_dir, exist_ok=True)
         os.makedirs(self.log_dir, exist_ok=True)
+        # How each process was started, to start it again after a drill.
+        self.commands = {}
 
     def log_path(self, name):
         return os.path.join(self.log_dir, '%s.log' % name)
@@ -55,7 +57,17 @@ class Processes:
                 start_new_session=True)
         with open(self._pid_file(name), 'w') as f:
             f.write('%d\n' % process.pid)
+        self.commands[name] = (argv, env, cwd)
         return process
+
+    def start_again(self, name):
+        """Start ``name`` as it was started last, after it stopped."""
+        argv, env, cwd = self.commands[name]
+        return self.start(name, argv, env=env, cwd=cwd)
+
+    def kill(self, name):
+        """SIGKILL the process group of ``name``: no clean-up happens."""
+        self.stop(name, timeout=10, sig=signal.SIGKILL)
 
     def _pid_file(self, name):
         return os.path.join(self.pid_dir, '%s.pid' % name)
@@ -83,14 +95,14 @@ class Processes:
             raise StartError('%s exited; see %s.{out,log}' % (
                 name, os.path.join(self.log_dir, name)))
 
-    def stop(self, *names, timeout=30):
-        """SIGTERM the process groups of ``names`` together.
+    def stop(self, *names, timeout=30, sig=signal.SIGTERM):
+        """Send ``sig`` to the process groups of ``names`` together.
 
         SIGKILL what outlives ``timeout`` seconds.
         """
         pids = [pid for pid in map(self.pid, names) if pid]
         for pid in pids:
-            _signal_group(pid, signal.SIGTERM)
+            _signal_group(pid, sig)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and set(pids) & live_groups():
             for pid in pids:

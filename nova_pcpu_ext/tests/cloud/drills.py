@@ -1,0 +1,719 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Fault and load drills on the loopback cloud, stock Nova beside Nova with
+the extension: the same faults, at the same time, with the same seed.
+
+Each drill measures figures on both deployments; a figure with a
+requirement must meet it on the extension deployment (stock's value is
+shown beside it, whatever it is). See doc/source/reliability.rst.
+"""
+
+import calendar
+import collections
+import concurrent.futures
+import os
+import random
+import re
+import threading
+import time
+
+from nova_pcpu_ext.tests.cloud import deploy
+from nova_pcpu_ext.tests.cloud import logs
+
+#: update_resources_interval of every compute of the cloud.
+INTERVAL = deploy.UPDATE_INTERVAL
+DISABLED = 'COMPUTE_STATUS_DISABLED'
+SEED = 1889633
+#: (seconds of disable/enable storm, servers booted, bad options tried)
+SIZES = {'short': (30, 16, 4), 'full': (120, 40, None)}
+
+
+class Target:
+    """The APIs of one deployment, as an operator's tools see them."""
+
+    def __init__(self, cloud, deployment):
+        self.name = deployment.name
+        self.deployment = deployment
+        self.procs = cloud.procs
+        self.conn = cloud.shared.admin(deployment.name)
+        self.image_id = cloud.image_id
+        hypervisors = self.compute('GET', '/os-hypervisors/detail')
+        self.providers = {h['service']['host']: h['id']
+                          for h in hypervisors['hypervisors']}
+        self.service_ids = {host: s['id']
+                            for host, s in self.services().items()}
+        self.request_ids = {}  # {server id: id of the request booting it}
+
+    def compute(self, method, path, body=None, microversion='2.53'):
+        response = self.conn.compute.request(
+            path, method, json=body, microversion=microversion,
+            raise_exc=True)
+        return response.json() if response.content else None
+
+    def placement(self, path, microversion='1.26'):
+        return self.conn.placement.get(
+            path, microversion=microversion, raise_exc=True).json()
+
+    def services(self):
+        """{host: service} of the computes."""
+        return {s['host']: s for s in self.compute(
+            'GET', '/os-services?binary=nova-compute')['services']}
+
+    def set_disabled(self, host, disabled):
+        """Disable or enable a compute as an operator does; seconds taken."""
+        start = time.monotonic()
+        self.compute('PUT', '/os-services/%s' % self.service_ids[host],
+                     {'status': 'disabled' if disabled else 'enabled'})
+        return time.monotonic() - start
+
+    def traits(self, host):
+        return set(self.placement('/resource_providers/%s/traits' %
+                                  self.providers[host])['traits'])
+
+    def provider_state(self):
+        """{host: (inventories, traits)} as placement holds them."""
+        return {host: (self.placement('/resource_providers/%s/inventories'
+                                      % uuid)['inventories'],
+                       self.traits(host))
+                for host, uuid in self.providers.items()}
+
+    def wait_for_state(self, expected, timeout):
+        """Seconds until placement holds ``expected``, or None."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            try:
+                if self.provider_state() == expected:
+                    return round(time.monotonic() - start, 1)
+            except Exception:
+                pass  # placement not answering yet
+            time.sleep(0.2)
+        return None
+
+    def reported_since(self, host, since):
+        """Whether ``host``'s compute reported its state after ``since``."""
+        return _epoch(self.services()[host]['updated_at']) > since
+
+    def computes_alive(self):
+        return all(self.procs.pid(self.deployment.service(
+            'compute-' + c.host)) in self.procs.running().values()
+            for c in self.deployment.computes)
+
+    def log(self, service):
+        return self.procs.log_path(self.deployment.service(service))
+
+
+def on_each(targets, function, *args):
+    """``function(target, *args)`` on every target at once; {name: result}."""
+    with concurrent.futures.ThreadPoolExecutor(len(targets)) as pool:
+        futures = {t.name: pool.submit(function, t, *args) for t in targets}
+        return {name: future.result() for name, future in futures.items()}
+
+
+class LogWindow:
+    """The records a set of log files gain from now on."""
+
+    def __init__(self, paths):
+        self.offsets = {path: _size(path) for path in paths}
+
+    def records(self):
+        for path, offset in self.offsets.items():
+            with open(path, errors='replace') as f:
+                f.seek(offset)
+                yield from logs.records(f)
+
+    def errors(self):
+        return [r for r in self.records() if logs.is_error(r)]
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
+# Drill 1 ------------------------------------------------------------------
+
+def status_storm(target, seconds):
+    """Disable and enable every compute at random; watch placement.
+
+    Each change is held for a random time, during which its thread reads
+    the provider's traits every 0.2 s; a poller compares every service's
+    state with its trait meanwhile.
+    """
+    rng = random.Random(SEED)
+    hosts = sorted(target.providers)
+    # The same holds for each host on both deployments.
+    holds = {host: [rng.uniform(0.2, 2.0) for _ in range(int(seconds) * 5)]
+             for host in hosts}
+    latencies = []
+    samples = {host: [] for host in hosts}  # (time, service, trait)
+    end = time.monotonic() + seconds
+    stopped = threading.Event()
+
+    def change(host, disabled, hold):
+        latencies.append(target.set_disabled(host, disabled))
+        until = time.monotonic() + hold
+        seen = []
+        while not seen or time.monotonic() < until:
+            seen.append((DISABLED in target.traits(host)) == disabled)
+            time.sleep(0.2)
+        return collections.Counter(changes=1, lost=not any(seen),
+                                   undone=any(seen) and not seen[-1])
+
+    def storm(host):
+        counts, disabled = collections.Counter(), False
+        for hold in holds[host]:
+            if time.monotonic() >= end:
+                break
+            disabled = not disabled
+            counts += change(host, disabled, hold)
+        if disabled:
+            counts += change(host, False, 2 * INTERVAL)
+        return counts
+
+    def poll():
+        # Two requests a round: the services, and the disabled providers.
+        while not stopped.is_set():
+            services = target.services()
+            disabled = {p['uuid'] for p in target.placement(
+                '/resource_providers?required=' + DISABLED)[
+                    'resource_providers']}
+            now = time.monotonic()
+            for host in hosts:
+                samples[host].append((
+                    now, services[host]['status'] == 'disabled',
+                    target.providers[host] in disabled))
+            time.sleep(0.1)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    with concurrent.futures.ThreadPoolExecutor(len(hosts)) as pool:
+        counts = sum(pool.map(storm, hosts), collections.Counter())
+    stopped.set()
+    poller.join()
+    windows = [w for host in hosts for w in disagreements(samples[host])]
+    latencies.sort()
+    return {
+        'status changes': counts['changes'],
+        'lost updates': counts['lost'],
+        'changes undone in placement later': counts['undone'],
+        'longest disagreement (s)': round(max(windows, default=0), 1),
+        'disagreement beyond one interval (s)': round(
+            sum(w for w in windows if w > INTERVAL), 1),
+        'disagreements over half an interval (s)': sorted(
+            round(w, 2) for w in windows if w > INTERVAL / 2),
+        'disable/enable call median (s)': round(
+            latencies[len(latencies) // 2], 2),
+        'disable/enable call p99 (s)': round(
+            latencies[int(len(latencies) * 0.99)], 2),
+    }
+
+
+def disagreements(samples):
+    """Lengths of the windows in which service and trait disagree."""
+    windows, since = [], None
+    for t, service, trait in samples:
+        if service != trait and since is None:
+            since = t
+        elif service == trait and since is not None:
+            windows.append(t - since)
+            since = None
+    if since is not None:
+        windows.append(float('inf'))
+    return windows
+
+
+# Drill 2 ------------------------------------------------------------------
+
+def placement_restart(target, down_seconds=5):
+    """Stop placement while computes update; a disable happens meanwhile."""
+    expected = target.provider_state()
+    expected['ht'][1].add(DISABLED)
+    window = LogWindow([target.log('compute-' + c.host)
+                        for c in target.deployment.computes])
+    name = target.deployment.service('placement')
+    target.procs.stop(name)
+    down = time.monotonic()
+    target.set_disabled('ht', True)
+    time.sleep(down_seconds)
+    target.procs.start_again(name)
+    target.procs.wait_for_http(name, target.deployment.placement_url)
+    down = time.monotonic() - down
+    converged = target.wait_for_state(expected, 30)
+    during = window.errors()
+    after = LogWindow(window.offsets)
+    time.sleep(3 * INTERVAL)
+    figures = {
+        'converged after placement answered (s)': converged,
+        'computes alive': target.computes_alive(),
+        # Nova logs each failed periodic update: one or two a second is
+        # a compute waiting for placement, not a loop.
+        'compute error records per compute and second down': round(
+            len(during) / len(target.deployment.computes) / down, 1),
+        'compute error records after convergence': len(after.errors()),
+    }
+    target.set_disabled('ht', False)
+    return figures
+
+
+# Drill 3 ------------------------------------------------------------------
+
+def rabbitmq_restart(targets):
+    """Restart RabbitMQ under both deployments; then disable and boot."""
+    procs = targets[0].procs
+    procs.stop('rabbitmq')
+    restarted = time.time()
+    procs.start_again('rabbitmq')
+    procs.wait_for_port('rabbitmq', targets[0].deployment.rabbit.port, 90)
+    return on_each(targets, after_rabbitmq_restart, restarted)
+
+
+def after_rabbitmq_restart(target, restarted):
+    reported = _wait(lambda: all(
+        target.reported_since(host, restarted) for host in target.providers),
+        # A call in flight at the restart waits rpc_response_timeout (60 s).
+        150)
+    target.set_disabled('noht', True)
+    in_placement_at_return = DISABLED in target.traits('noht')
+    target.set_disabled('noht', False)
+    server = boot(target, flavor(target, 'drill-shared', {}))
+    status = wait_for_servers(target, [server], 120)[server]['status']
+    delete_servers(target, [server])
+    return {
+        'all computes reported after restart (s)': reported,
+        'disable in placement when the call returned':
+            in_placement_at_return,
+        'server booted after restart': status,
+    }
+
+
+def _epoch(timestamp):
+    """Seconds since the epoch of an API timestamp (UTC)."""
+    return calendar.timegm(time.strptime(timestamp[:19], '%Y-%m-%dT%H:%M:%S'))
+
+
+def _wait(condition, timeout):
+    """Seconds until ``condition()``, or None after ``timeout``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if condition():
+            return round(time.monotonic() - start, 1)
+        time.sleep(0.5)
+    return None
+
+
+# Drill 4 ------------------------------------------------------------------
+
+def compute_kill(target, host='noht'):
+    """kill -9 a compute while it writes its status to placement."""
+    expected = target.provider_state()
+    expected[host][1].add(DISABLED)
+    name = target.deployment.service('compute-' + host)
+    ratios, names, stopped = [], [], threading.Event()
+
+    def watch():
+        while not stopped.is_set():
+            try:
+                for inventories, _ in target.provider_state().values():
+                    ratios.extend(i['allocation_ratio']
+                                  for i in inventories.values())
+                names.append([p['name'] for p in target.placement(
+                    '/resource_providers')['resource_providers']])
+            except Exception:
+                pass
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    # Not waited for: the API waits for the dead compute's answer until
+    # rpc_response_timeout (60 s).
+    threading.Thread(target=target.set_disabled, args=(host, True),
+                     daemon=True).start()
+    # Within the call, while the compute writes the trait (about 0.2 s).
+    time.sleep(random.Random(SEED).uniform(0.05, 0.25))
+    target.procs.kill(name)
+    restarted = time.time()
+    target.procs.start_again(name)
+    converged = _wait(lambda: target.reported_since(host, restarted) and
+                      target.provider_state() == expected, 120)
+    stopped.set()
+    watcher.join()
+    target.set_disabled(host, False)
+    uuid_like = re.compile(r'^[0-9a-f]{8}-[0-9a-f]{4}-')
+    return {
+        'converged after restart (s, start-up included)': converged,
+        'lowest allocation ratio seen': min(ratios, default=None),
+        'duplicate or UUID-named providers': max(
+            (len(n) - len(set(n)) + sum(1 for x in n if uuid_like.match(x))
+             for n in names), default=0),
+        'computes alive': target.computes_alive(),
+    }
+
+
+# Drill 5 ------------------------------------------------------------------
+
+KINDS = {
+    'isolate': {'hw:cpu_policy': 'dedicated',
+                'hw:cpu_thread_policy': 'isolate'},
+    'dedicated': {'hw:cpu_policy': 'dedicated'},
+    'shared': {},
+}
+RAM, DISK = 128, 1
+# Nova's NoValidHost, and MaxRetriesExceeded, its subclass for a build
+# that failed on the chosen host and every alternate.
+NO_VALID_HOST = re.compile(
+    r'No valid host|Exhausted all hosts available for retrying')
+
+
+def flavor(target, name, extra_specs):
+    """A one-CPU flavor, created on first use."""
+    flavors = target.compute('GET', '/flavors')['flavors']
+    for existing in flavors:
+        if existing['name'] == name:
+            return existing['id']
+    flavor_id = target.compute('POST', '/flavors', {'flavor': {
+        'name': name, 'ram': RAM, 'vcpus': 1, 'disk': DISK}})['flavor']['id']
+    if extra_specs:
+        target.compute('POST', '/flavors/%s/os-extra_specs' % flavor_id,
+                       {'extra_specs': extra_specs})
+    return flavor_id
+
+
+def boot(target, flavor_id):
+    """The new server's id; its request id is kept in the target."""
+    response = target.conn.compute.request(
+        '/servers', 'POST', microversion='2.53', raise_exc=True, json={
+            'server': {'name': 'drill', 'imageRef': target.image_id,
+                       'flavorRef': flavor_id, 'networks': 'none'}})
+    server_id = response.json()['server']['id']
+    target.request_ids[server_id] = response.headers[
+        'x-openstack-request-id']
+    return server_id
+
+
+def wait_for_servers(target, server_ids, timeout):
+    """{id: server} once each is ACTIVE or ERROR (or at ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        servers = {s['id']: s for s in target.compute(
+            'GET', '/servers/detail?all_tenants=1')['servers']
+            if s['id'] in server_ids}
+        if time.monotonic() > deadline or all(
+                s['status'] in ('ACTIVE', 'ERROR')
+                for s in servers.values()):
+            return servers
+        time.sleep(1)
+
+
+def delete_servers(target, server_ids, timeout=120):
+    for server_id in server_ids:
+        target.compute('DELETE', '/servers/%s' % server_id)
+    _wait(lambda: not [s for s in target.compute(
+        'GET', '/servers?all_tenants=1')['servers']
+        if s['id'] in server_ids], timeout)
+
+
+def boot_storm(target, count):
+    """Boot ``count`` mixed servers as fast as the API takes them."""
+    kinds = (['isolate', 'dedicated'] * (count // 4) +
+             ['shared'] * (count - count // 4 * 2))
+    random.Random(SEED).shuffle(kinds)
+    flavors = {kind: flavor(target, 'drill-' + kind, specs)
+               for kind, specs in KINDS.items()}
+    target.compute('PUT', '/os-quota-sets/%s' % target.conn.current_project_id,
+                   {'quota_set': {'instances': -1, 'cores': -1, 'ram': -1}})
+    window = LogWindow([target.log('placement')])
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        ids = list(pool.map(lambda kind: boot(target, flavors[kind]), kinds))
+    servers = wait_for_servers(target, ids, 600)
+    records = [r for r in window.records() if '/allocation_candidates' in r]
+    outcomes = collections.Counter()
+    on_vcpu = mismatched = 0
+    anomalies, placed = [], collections.Counter()
+    queries = collections.Counter()
+    for server_id, kind in zip(ids, kinds):
+        server = servers[server_id]
+        placed['%s %s on %s' % (kind, server['status'], server.get(
+            'OS-EXT-SRV-ATTR:host'))] += 1
+        if server['status'] == 'ACTIVE':
+            outcomes['ACTIVE'] += 1
+        elif NO_VALID_HOST.search(server.get('fault', {}).get('message', '')):
+            outcomes['No valid host'] += 1
+        else:
+            outcomes['other'] += 1
+            anomalies.append('%s %s: %s' % (kind, server['status'], server.get(
+                'fault', {}).get('message')))
+        resources = target.placement('/allocations/%s' % server_id)[
+            'allocations']
+        held = collections.Counter()
+        for allocation in resources.values():
+            held.update(allocation['resources'])
+        if not matches_flavor(kind, server['status'], held):
+            mismatched += 1
+            anomalies.append('%s %s: holds %s' % (kind, server['status'],
+                                                  dict(held)))
+        if kind == 'isolate':
+            on_vcpu += 'VCPU' in held
+            request_id = target.request_ids[server_id]
+            queries[sum(request_id in r for r in records)] += 1
+    delete_servers(target, ids)
+    return {
+        'servers ACTIVE': outcomes['ACTIVE'],
+        'servers with No valid host': outcomes['No valid host'],
+        'servers ending otherwise': outcomes['other'],
+        'where they went': dict(placed),
+        'anomalies': anomalies,
+        'isolate servers on VCPU': on_vcpu,
+        'allocations not matching the flavor': mismatched,
+        'placement queries per isolate request': ', '.join(
+            '%d (x%d)' % item for item in sorted(queries.items())),
+    }
+
+
+def matches_flavor(kind, status, held):
+    """One CPU, the flavor's memory and disk; nothing if not ACTIVE.
+
+    A pinned server may hold VCPU: the fallback query places it on a
+    legacy (vcpu_pin_set) host, which the isolate figure counts apart.
+    """
+    if status != 'ACTIVE':
+        return not held
+    cpus = ({'VCPU': 1},) if kind == 'shared' else ({'PCPU': 1}, {'VCPU': 1})
+    return any(dict(held) == dict(c, MEMORY_MB=RAM, DISK_GB=DISK)
+               for c in cpus)
+
+
+# Drill 6 ------------------------------------------------------------------
+
+#: (service, section, option, invalid value); the short form tries the
+#: first four.
+BAD_OPTIONS = (
+    ('compute-ht', 'pcpu_ext', 'report_client', 'no_such_client'),
+    ('compute-ht', 'DEFAULT', 'cpu_allocation_ratio', '-1'),
+    ('nova-scheduler', 'pcpu_ext', 'request_filters', 'no_such_filter'),
+    ('compute-ht', 'pcpu_ext', 'isolate_fallback_mode', 'sometimes'),
+    ('compute-ht', 'pcpu_ext', 'resource_tracker_mixins', 'no_such_mixin'),
+    ('compute-ht', 'pcpu_ext', 'provider_lock_warn_seconds', '-1'),
+    ('compute-ht', 'pcpu_ext', 'placement_managed_ratios', 'maybe'),
+    ('compute-ht', 'DEFAULT', 'ram_allocation_ratio', 'lots'),
+    ('compute-ht', 'DEFAULT', 'disk_allocation_ratio', 'nan'),
+    ('compute-ht', 'DEFAULT', 'initial_cpu_allocation_ratio', 'inf'),
+    ('compute-ht', 'DEFAULT', 'initial_ram_allocation_ratio', '-0.5'),
+    ('compute-ht', 'DEFAULT', 'initial_disk_allocation_ratio', 'many'),
+)
+STARTED = re.compile(r'Starting \S+ node')
+
+
+def bad_config(target, options):
+    """Restart services with one invalid option each, then restore them."""
+    outcomes = {}
+    try:
+        for service, section, option, value in options:
+            outcomes[option] = start_with(target, service, section, option,
+                                          value)
+    finally:
+        restored = time.time()
+        for service in sorted({o[0] for o in options}):
+            target.procs.start_again(target.deployment.service(service))
+    back = _wait(lambda: all(
+        _epoch(s['updated_at'] or '1970-01-01T00:00:00') > restored
+        for s in target.compute('GET', '/os-services')['services']
+        if s['host'] == 'ht' or s['binary'] == 'nova-scheduler'), 120)
+    one_line = [o for o, outcome in outcomes.items()
+                if outcome == 'stopped, one line']
+    return {
+        'stopped with one line naming option and value': '%d of %d' % (
+            len(one_line), len(options)),
+        'outcomes': outcomes,
+        'other computes alive': target.computes_alive(),
+        'back after restoring (s)': back,
+    }
+
+
+def start_with(target, service, section, option, value):
+    """Start ``service`` with ``option = value``; what became of it."""
+    name = target.deployment.service(service)
+    argv, env, cwd = target.procs.commands[name]
+    trial = 'drill-%s-%s' % (name, option)
+    log = target.procs.log_path(trial)
+    # A last config file overrides the service's own.
+    override = os.path.join(target.procs.log_dir, trial + '.conf')
+    sections = {'DEFAULT': {'log_file': log}}
+    sections.setdefault(section, {})[option] = value
+    deploy.write_conf(override, sections)
+    if os.path.exists(log):
+        os.unlink(log)
+    argv = [log if i and argv[i - 1] == '--log-file' else arg
+            for i, arg in enumerate(argv)] + ['--config-file', override]
+    target.procs.stop(name)
+    target.procs.start(trial, argv, env=env, cwd=cwd)
+    started_at = None
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and trial in target.procs.running():
+        if started_at is None and STARTED.search(_read(log)):
+            started_at = time.monotonic()
+        if started_at and time.monotonic() - started_at > 5:
+            break
+        time.sleep(0.5)
+    stopped = trial not in target.procs.running()
+    target.procs.stop(trial)
+    text = _read(log)
+    errors = [r for r in logs.records(text.splitlines(True))
+              if logs.is_error(r)]
+    if not stopped:
+        outcome = 'kept running'
+    elif len(errors) == 1 and names(errors[0], option, value):
+        outcome = 'stopped, one line'
+    else:
+        outcome = 'stopped, %d error records' % len(errors)
+    if 'Traceback' in text:
+        outcome += ', traceback logged'
+    return outcome
+
+
+def names(record, *words):
+    """Whether ``record`` is one line whose message holds every word."""
+    message = record.rstrip('\n').partition('] ')[2]
+    return '\n' not in record.rstrip('\n') and all(
+        re.search(r'(?<![\w.-])%s(?![\w.])' % re.escape(word), message)
+        for word in words)
+
+
+def _read(path):
+    try:
+        with open(path, errors='replace') as f:
+            return f.read()
+    except FileNotFoundError:
+        return ''
+
+
+# Running them -------------------------------------------------------------
+
+Check = collections.namedtuple('Check', 'drill figure requirement test')
+
+#: What each figure must be on the extension deployment.
+CHECKS = (
+    Check('status storm', 'lost updates', '0', lambda v: v == 0),
+    Check('status storm', 'longest disagreement (s)',
+          '<= %s' % INTERVAL, lambda v: v <= INTERVAL),
+    Check('placement restart', 'converged after placement answered (s)',
+          '<= %s' % (2 * INTERVAL), lambda v: v is not None and
+          v <= 2 * INTERVAL),
+    Check('placement restart', 'computes alive', 'True', lambda v: v),
+    Check('placement restart',
+          'compute error records per compute and second down', '<= 2',
+          lambda v: v <= 2),
+    Check('placement restart', 'compute error records after convergence',
+          '0', lambda v: v == 0),
+    Check('rabbitmq restart', 'all computes reported after restart (s)',
+          'reported', lambda v: v is not None),
+    Check('rabbitmq restart', 'disable in placement when the call returned',
+          'True', lambda v: v),
+    Check('rabbitmq restart', 'server booted after restart', 'ACTIVE',
+          lambda v: v == 'ACTIVE'),
+    Check('compute kill', 'converged after restart (s, start-up included)',
+          'converged', lambda v: v is not None),
+    Check('compute kill', 'lowest allocation ratio seen', '> 0',
+          lambda v: v is not None and v > 0),
+    Check('compute kill', 'duplicate or UUID-named providers', '0',
+          lambda v: v == 0),
+    Check('compute kill', 'computes alive', 'True', lambda v: v),
+    Check('boot storm', 'servers ending otherwise', '0', lambda v: v == 0),
+    Check('boot storm', 'isolate servers on VCPU', '0', lambda v: v == 0),
+    Check('boot storm', 'allocations not matching the flavor', '0',
+          lambda v: v == 0),
+    Check('boot storm', 'placement queries per isolate request',
+          'all 1', lambda v: re.fullmatch(r'1 \(x\d+\)', v) is not None),
+    Check('bad config', 'stopped with one line naming option and value',
+          'all', lambda v: v.split(' of ')[0] == v.split(' of ')[1]),
+    Check('bad config', 'other computes alive', 'True', lambda v: v),
+    Check('bad config', 'back after restoring (s)', 'back',
+          lambda v: v is not None),
+)
+
+
+def drills(mode):
+    """(name, function(targets)) in the order they run."""
+    seconds, servers, bad = SIZES[mode]
+    return (
+        ('status storm', lambda ts: on_each(ts, status_storm, seconds)),
+        ('placement restart', lambda ts: on_each(ts, placement_restart)),
+        ('rabbitmq restart', rabbitmq_restart),
+        ('compute kill', lambda ts: on_each(ts, compute_kill)),
+        ('boot storm', lambda ts: on_each(ts, boot_storm, servers)),
+        ('bad config', lambda ts: on_each(ts, bad_config,
+                                          BAD_OPTIONS[:bad])),
+    )
+
+
+def run(cloud, mode):
+    """Every drill on both deployments; {'rows': [...], 'seconds': {}}."""
+    targets = [Target(cloud, d) for d in cloud.deployments]
+    figures, seconds = {}, {}
+    for name, drill in drills(mode):
+        start = time.monotonic()
+        try:
+            figures[name] = drill(targets)
+        except Exception as error:
+            figures[name] = {'ext': {'error': '%s: %s' % (
+                type(error).__name__, error)}}
+        seconds[name] = round(time.monotonic() - start, 1)
+    return {'mode': mode, 'seconds': seconds, 'figures': figures,
+            'rows': rows(figures)}
+
+
+def rows(figures):
+    """One row per figure: drill, figure, stock, ext, requirement, ok."""
+    checks = {(c.drill, c.figure): c for c in CHECKS}
+    result = []
+    for drill, by_target in figures.items():
+        stock, ext = by_target.get('stock', {}), by_target.get('ext', {})
+        for figure in dict.fromkeys(list(ext) + list(stock)):
+            if isinstance(ext.get(figure, stock.get(figure)), (dict, list)):
+                continue  # detail, in the JSON only
+            check = checks.get((drill, figure))
+            requirement, ok = '', None
+            if check:
+                requirement = check.requirement
+                ok = figure in ext and bool(check.test(ext[figure]))
+            elif figure == 'error':
+                requirement, ok = 'no error', 'error' not in ext
+            result.append({'drill': drill, 'figure': figure,
+                           'stock': stock.get(figure),
+                           'ext': ext.get(figure),
+                           'requirement': requirement, 'ok': ok})
+    missing = {(c.drill, c.figure) for c in CHECKS if c.drill in figures} - {
+        (r['drill'], r['figure']) for r in result}
+    result += [{'drill': d, 'figure': f, 'stock': None, 'ext': None,
+                'requirement': 'measured', 'ok': False}
+               for d, f in sorted(missing)]
+    return result
+
+
+def failures(results):
+    return ['drill %(drill)s: %(figure)s is %(ext)s on ext, needs '
+            '%(requirement)s' % row for row in results['rows']
+            if row['ok'] is False]
+
+
+def table(results):
+    lines = ['%-18s %-46s %-14s %-14s %s' % (
+        'drill', 'figure', 'stock', 'ext', 'ext needs')]
+    for row in results['rows']:
+        verdict = {True: 'met', False: 'NOT MET', None: ''}[row['ok']]
+        lines.append('%-18s %-46s %-14s %-14s %s' % (
+            row['drill'], row['figure'], row['stock'], row['ext'],
+            ('%s: %s' % (row['requirement'], verdict)) if verdict else ''))
+    lines.append('seconds per drill: %s' % results['seconds'])
+    return '\n'.join(lines)
