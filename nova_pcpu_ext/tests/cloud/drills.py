@@ -87,18 +87,6 @@ class Target:
                        self.traits(host))
                 for host, uuid in self.providers.items()}
 
-    def wait_for_state(self, expected, timeout):
-        """Seconds until placement holds ``expected``, or None."""
-        start = time.monotonic()
-        while time.monotonic() - start < timeout:
-            try:
-                if self.provider_state() == expected:
-                    return round(time.monotonic() - start, 1)
-            except Exception:
-                pass  # placement not answering yet
-            time.sleep(0.2)
-        return None
-
     def reported_since(self, host, since):
         """Whether ``host``'s compute reported its state after ``since``."""
         return _epoch(self.services()[host]['updated_at']) > since
@@ -244,13 +232,13 @@ def placement_restart(target, down_seconds=5):
                         for c in target.deployment.computes])
     name = target.deployment.service('placement')
     target.procs.stop(name)
-    down = time.monotonic()
+    stopped = time.monotonic()
     target.set_disabled('ht', True)
     time.sleep(down_seconds)
     target.procs.start_again(name)
     target.procs.wait_for_http(name, target.deployment.placement_url)
-    down = time.monotonic() - down
-    converged = target.wait_for_state(expected, 30)
+    down = time.monotonic() - stopped
+    converged = _wait(lambda: target.provider_state() == expected, 30)
     during = window.errors()
     after = LogWindow(window.offsets)
     time.sleep(3 * INTERVAL)
@@ -304,12 +292,18 @@ def _epoch(timestamp):
 
 
 def _wait(condition, timeout):
-    """Seconds until ``condition()``, or None after ``timeout``."""
+    """Seconds until ``condition()``, or None after ``timeout``.
+
+    A failing API (a service starting again) counts as not yet.
+    """
     start = time.monotonic()
     while time.monotonic() - start < timeout:
-        if condition():
-            return round(time.monotonic() - start, 1)
-        time.sleep(0.5)
+        try:
+            if condition():
+                return round(time.monotonic() - start, 1)
+        except Exception:
+            pass
+        time.sleep(0.2)
     return None
 
 
@@ -325,9 +319,11 @@ def compute_kill(target, host='noht'):
     def watch():
         while not stopped.is_set():
             try:
-                for inventories, _ in target.provider_state().values():
-                    ratios.extend(i['allocation_ratio']
-                                  for i in inventories.values())
+                for uuid in target.providers.values():
+                    ratios.extend(i['allocation_ratio'] for i in
+                                  target.placement(
+                                      '/resource_providers/%s/inventories'
+                                      % uuid)['inventories'].values())
                 names.append([p['name'] for p in target.placement(
                     '/resource_providers')['resource_providers']])
             except Exception:
@@ -527,7 +523,7 @@ def bad_config(target, options):
         for service in sorted({o[0] for o in options}):
             target.procs.start_again(target.deployment.service(service))
     back = _wait(lambda: all(
-        _epoch(s['updated_at'] or '1970-01-01T00:00:00') > restored
+        _epoch(s['updated_at']) > restored
         for s in target.compute('GET', '/os-services')['services']
         if s['host'] == 'ht' or s['binary'] == 'nova-scheduler'), 120)
     one_line = [o for o, outcome in outcomes.items()
