@@ -1,12 +1,16 @@
 #!/bin/bash
 # Install the Debian packages of the loopback cloud that are missing:
-# MariaDB, RabbitMQ, libvirt and QEMU, and what libvirt-python builds with.
+# MariaDB, RabbitMQ, libvirt and QEMU, and what libvirt-python builds with;
+# or just the packages named (tox -e bench: mariadb-server).
 # None of them is started as a system service.
 set -euo pipefail
 
 packages=(mariadb-server rabbitmq-server libvirt-daemon-system
           libvirt-clients qemu-system-x86 qemu-utils libvirt-dev pkg-config
           gcc)
+if [ $# -gt 0 ]; then
+    packages=("$@")
+fi
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null \

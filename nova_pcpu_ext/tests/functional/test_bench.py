@@ -10,7 +10,12 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The benchmark runs end to end on a tiny cloud (no timing is asserted)."""
+"""The benchmark runs end to end on a tiny cloud (no timing is asserted).
+
+And its count of lost updates sees what placement shows.
+"""
+
+from nova_pcpu_ext.tests.perf import base  # isort:skip
 
 import json
 import os
@@ -18,7 +23,11 @@ import subprocess
 import sys
 
 import fixtures
+from nova import context as nova_context
 import testtools
+
+from nova_pcpu_ext.tests.perf import provider_updates
+from nova_pcpu_ext.tests.perf import scheduling
 
 
 class BenchSmokeTest(testtools.TestCase):
@@ -27,7 +36,8 @@ class BenchSmokeTest(testtools.TestCase):
         output_dir = self.useFixture(fixtures.TempDir()).path
         result = subprocess.run(
             [sys.executable, '-m', 'nova_pcpu_ext.tests.perf.bench',
-             '--hosts', '10', '--providers', '1', '--iterations', '3',
+             '--hosts', '10', '--nodes', '1', '--iterations', '3',
+             '--calls', '4', '--memory-trees', '10',
              '--output-dir', output_dir],
             capture_output=True, text=True, timeout=600,
             env=dict(os.environ, OS_TEST_TIMEOUT='0'),
@@ -38,12 +48,57 @@ class BenchSmokeTest(testtools.TestCase):
         self.assertEqual('results: %s' % path,
                          result.stdout.strip().splitlines()[-1])
         with open(path) as f:
-            scenarios = {(s['scenario'], s['n']): s['figures']
-                         for s in json.load(f)['scenarios']}
-        self.assertEqual({('isolate', 10), ('pinned', 10), ('unpinned', 10),
-                          ('provider_updates', 1)}, set(scenarios))
-        isolate = scenarios[('isolate', 10)]
+            scenarios = {
+                (s['scenario'], s['n'], s['max_placement_results']):
+                s['figures'] for s in json.load(f)['scenarios']}
+        self.assertEqual({('isolate', 10, 1000), ('pinned', 10, 1000),
+                          ('unpinned', 10, 1000),
+                          ('provider_updates', 1, None), ('memory', 10, None)},
+                         set(scenarios))
+        isolate = scenarios[('isolate', 10, 1000)]
         self.assertEqual({'stock': 2, 'extension': 1, 'ratio': 0.5},
                          isolate['placement_queries'])
-        self.assertEqual(0, scenarios[('provider_updates', 1)][
-            'conflicts']['extension'])
+        latency = scenarios[('pinned', 10, 1000)]['latency_median_ms']
+        self.assertEqual(3, latency['samples'])
+        low, high = latency['ratio_ci']
+        self.assertTrue(low <= latency['ratio'] <= high, latency)
+        updates = scenarios[('provider_updates', 1, None)]
+        self.assertEqual(0, updates['lost_updates']['extension'])
+        self.assertEqual(4, updates['status_call_p99_ms']['samples'])
+        self.assertGreater(updates['goodput_per_s']['extension'], 0)
+        memory = scenarios[('memory', 10, None)]
+        self.assertEqual({'stock': 0, 'extension': 0},
+                         memory['failed_updates'])
+        self.assertEqual({'extension': 0}, memory['locks_left'])
+
+
+class LostUpdatesTest(base.BenchCase):
+    """Writes undone in placement behind the compute's back are lost."""
+
+    def test_lost_updates_are_read_from_placement(self):
+        ctxt = nova_context.get_admin_context()
+        nova_context.set_target_cell(ctxt, self.cell_mappings['cell1'])
+        placement = scheduling.Placement(self.placement_server.endpoint)
+        compute = provider_updates.Compute('stock', ctxt, 2)
+        for node in compute.nodes:
+            compute.update_node(node)
+        compute.set_status(True)
+        self.assertEqual(0, compute.lost(placement))
+
+        # A stale flush removes the disabled trait of one node...
+        path = '/resource_providers/%s/traits' % compute.nodes[0].uuid
+        traits = placement.call('GET', path)
+        placement.call('PUT', path, json={
+            'resource_provider_generation':
+                traits['resource_provider_generation'],
+            'traits': sorted(set(traits['traits']) -
+                             {provider_updates.DISABLED})})
+        self.assertEqual(1, compute.lost(placement))
+
+        # ... and writes back an older inventory of the other.
+        path = '/resource_providers/%s/inventories/VCPU' % (
+            compute.nodes[1].uuid)
+        inventory = placement.call('GET', path)
+        placement.call('PUT', path, json=dict(
+            inventory, reserved=1 - inventory['reserved']))
+        self.assertEqual(2, compute.lost(placement))

@@ -18,6 +18,10 @@ client pointed at a real placement server.
 
 import nova.tests.functional  # noqa: F401  isort:skip
 
+import sys
+import unittest
+import uuid
+
 import nova.conf
 from nova import test
 
@@ -29,13 +33,32 @@ CONF = nova.conf.CONF
 class BenchCase(test.TestCase):
     """One benchmark run; the runner sets the size and ``results``."""
 
-    #: Placement database URL; None for a fresh sqlite file.
-    db_url = None
-    #: ``{(scenario, n): {variant: figures}}``, shared with the runner.
+    #: Gives each run a new placement database (``database(name)``
+    #: returns its URL); None: a fresh sqlite file.
+    database_server = None
+    #: Shared with the runner: ``{(scenario, n, limit): figures}``.
     results = None
 
     def setUp(self):
         super().setUp()
+        db_url = None
+        if self.database_server is not None:
+            db_url = self.database_server.database(
+                'placement_%s' % uuid.uuid4().hex[:8])
         self.placement_server = self.useFixture(
-            placement_server.PlacementServer(db_url=self.db_url))
+            placement_server.PlacementServer(db_url=db_url))
         self.placement_server.configure_nova(CONF)
+
+
+def run(case_class, **attributes):
+    """Run the one test of ``case_class`` with these class attributes.
+
+    Prints what failed; returns whether it passed.
+    """
+    test_name = unittest.TestLoader().getTestCaseNames(case_class)[0]
+    case = type(case_class.__name__, (case_class,), attributes)(test_name)
+    result = unittest.TestResult()
+    case.run(result)
+    for _test, trace in result.errors + result.failures:
+        print(trace, file=sys.stderr)
+    return result.wasSuccessful()

@@ -12,78 +12,123 @@
 
 """Benchmarks: stock Nova and Nova with nova-pcpu-ext, side by side.
 
-    python -m nova_pcpu_ext.tests.perf.bench [--quick] [--db-url URL]
+    python -m nova_pcpu_ext.tests.perf.bench [--quick] [--db sqlite|mariadb]
                                              [--output-dir DIR]
 
-Prints a table, writes ``results.json`` and ``latency.png`` to the output
-directory and ends with ``results: <path to the JSON file>``.
+Prints a table (each ratio with its 95 % interval and sample count),
+writes ``results.json`` and ``latency.png`` to the output directory and
+ends with ``results: <path to the JSON file>``.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import logging
 import os
 import platform
 import resource
+import shutil
+import subprocess
 import sys
-import unittest
+import tempfile
+import time
 
+from nova_pcpu_ext.tests.cloud import backing
+from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests.perf import base
 from nova_pcpu_ext.tests.perf import provider_updates
 from nova_pcpu_ext.tests.perf import scheduling
+from nova_pcpu_ext.tests.perf import stats
+from nova_pcpu_ext.tests import placement_server
 
-FULL = {'hosts': (100, 1000, 5000), 'providers': (1, 100, 1000)}
-QUICK = {'hosts': (100,), 'providers': (1, 100)}
-
-
-def _iterations(hosts):
-    """Fewer samples where one call takes seconds."""
-    return max(3, min(20, 2000 // hosts))
+FULL = {'hosts': (100, 1000, 5000), 'nodes': (1, 100, 1000)}
+QUICK = {'hosts': (100,), 'nodes': (1, 100)}
 
 
-def _run(case):
-    result = unittest.TestResult()
-    case.run(result)
-    for _test, trace in result.errors + result.failures:
-        print(trace, file=sys.stderr)
-    return result.wasSuccessful()
+def _iterations(hosts, quick):
+    """Paired samples per request mix: fewer where one call takes seconds."""
+    if quick:
+        return 10
+    return max(8, min(40, 30000 // hosts))
 
 
-def _ratio(stock, extension):
-    return extension / stock if stock else None
+def _progress(message, started):
+    print('%6.0fs %s' % (time.monotonic() - started, message),
+          file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _database_server(kind):
+    """MariaDB as a private process for ``mariadb``; nothing for sqlite."""
+    if kind == 'sqlite':
+        yield None
+        return
+    if not shutil.which('mariadbd'):
+        sys.exit('--db mariadb needs the MariaDB server: run '
+                 '"tools/install-cloud-packages.sh mariadb-server" as root')
+    work_dir = tempfile.mkdtemp(prefix='bench-mariadb-')
+    procs = processes.Processes(work_dir)
+    try:
+        # The cloud's: a private data directory, port and pid file.
+        server = backing.MariaDB(procs, work_dir, placement_server.free_port())
+        server.start()
+        yield server
+    finally:
+        procs.stop('mariadb')
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _memory(trees):
+    """Resident memory of a compute with ``trees`` trees, per variant."""
+    runs = {variant: subprocess.Popen(
+        [sys.executable, '-m', 'nova_pcpu_ext.tests.perf.memory', variant,
+         str(trees)], stdout=subprocess.PIPE, text=True)
+        for variant in ('stock', 'extension')}
+    results = {}
+    for variant, run in runs.items():
+        output, _ = run.communicate()
+        if run.returncode:
+            return None
+        results[variant] = json.loads(output.splitlines()[-1])
+    return {
+        'rss_mib': stats.single({
+            variant: r['rss_kib'] / 1024 for variant, r in results.items()}),
+        'rss_growth_mib': stats.single({
+            variant: (r['rss_kib'] - r['rss_kib_before']) / 1024
+            for variant, r in results.items()}),
+        'failed_updates': stats.single({
+            variant: r['failed'] for variant, r in results.items()}),
+        'locks_left': {'extension': results['extension']['locks_left']},
+    }
 
 
 def _scenarios(raw):
-    """JSON-ready results with the stock/extension ratio of each figure."""
-    scenarios = []
-    for (scenario, n), variants in sorted(raw.items()):
-        figures = {}
-        for key in variants['stock']:
-            stock, extension = variants['stock'][key], \
-                variants['extension'].get(key)
-            figures[key] = {'stock': stock, 'extension': extension,
-                            'ratio': _ratio(stock, extension)}
-            if 'global_lock' in variants:
-                figures[key]['global_lock'] = variants['global_lock'].get(key)
-        for key in ('lock_wait_p50_ms', 'lock_wait_p99_ms'):
-            if key in variants.get('extension', {}):
-                figures[key] = {
-                    'extension': variants['extension'][key],
-                    'global_lock': variants['global_lock'].get(key)}
-        scenarios.append({'scenario': scenario, 'n': n, 'figures': figures})
-    return scenarios
+    """JSON-ready results, in a stable order."""
+    order = list(scheduling.MIXES) + ['provider_updates', 'memory']
+    return [{'scenario': scenario, 'n': n, 'max_placement_results': limit,
+             'figures': figures}
+            for (scenario, n, limit), figures in sorted(
+                raw.items(), key=lambda item: (
+                    order.index(item[0][0]), item[0][1], item[0][2] or 0))]
 
 
 def _table(scenarios):
-    row = '%-17s %6s %-22s %10s %10s %7s %12s'
-    lines = [row % ('scenario', 'n', 'figure', 'stock', 'extension',
-                    'ratio', 'global lock')]
+    row = '%-16s %5s %6s %-23s %9s %9s %6s %-13s %5s %9s'
+    lines = [row % ('scenario', 'n', 'limit', 'figure', 'stock',
+                    'extension', 'ratio', '95% interval', 'samp.',
+                    'glob.lock')]
     for entry in scenarios:
         for key, figure in entry['figures'].items():
+            interval = figure.get('ratio_ci')
             lines.append(row % (
-                entry['scenario'], entry['n'], key,
+                entry['scenario'], entry['n'],
+                entry['max_placement_results'] or '-', key,
                 _fmt(figure.get('stock')), _fmt(figure.get('extension')),
-                _fmt(figure.get('ratio')), _fmt(figure.get('global_lock'))))
+                _fmt(figure.get('ratio')),
+                '%.3f-%.3f' % tuple(interval) if interval else '-',
+                figure.get('samples', '-'),
+                _fmt(figure.get('global_lock'))))
     return '\n'.join(lines)
 
 
@@ -100,8 +145,10 @@ def _plot(scenarios, path):
         return None
     figure, axis = pyplot.subplots(figsize=(7, 4.5))
     for mix in scheduling.MIXES:
-        points = sorted((e['n'], e['figures']['latency_median_ms'])
-                        for e in scenarios if e['scenario'] == mix)
+        points = sorted(
+            (e['n'], e['figures']['latency_median_ms']) for e in scenarios
+            if e['scenario'] == mix and
+            e['max_placement_results'] == scheduling.NOVA_RESULTS_LIMIT)
         if not points:
             continue
         hosts = [n for n, _ in points]
@@ -121,36 +168,60 @@ def _plot(scenarios, path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--quick', action='store_true',
-                        help='100 compute nodes; 1 and 100 providers')
-    parser.add_argument('--db-url', help='placement database URL '
-                        '(default: a fresh sqlite file)')
+                        help='100 hosts; computes of 1 and 100 nodes; '
+                        'fewer samples')
+    parser.add_argument('--db', choices=('sqlite', 'mariadb'),
+                        default='sqlite',
+                        help="placement's database: a fresh sqlite file per "
+                        'run (default), or MariaDB started for the benchmark '
+                        '(placement then runs 2 workers)')
     parser.add_argument('--output-dir', default='bench-results')
     parser.add_argument('--hosts', type=int, nargs='*',
-                        help='compute node counts, instead of the defaults')
-    parser.add_argument('--providers', type=int, nargs='*',
-                        help='provider counts, instead of the defaults')
+                        help='compute node counts for scheduling, instead '
+                        'of the defaults')
+    parser.add_argument('--nodes', type=int, nargs='*',
+                        help='nodes per compute for provider updates, '
+                        'instead of the defaults')
     parser.add_argument('--iterations', type=int,
-                        help='samples per request mix and variant '
-                        '(default: 20, fewer for large clouds)')
+                        help='paired samples per request mix')
+    parser.add_argument('--calls', type=int,
+                        help='disable/enable calls per variant and compute '
+                        'size')
+    parser.add_argument('--memory-trees', type=int,
+                        help='provider trees for the memory figure (default: '
+                        'the largest compute; 0 leaves it out)')
     args = parser.parse_args(argv)
     sizes = dict(QUICK if args.quick else FULL)
-    for key in ('hosts', 'providers'):
+    for key in ('hosts', 'nodes'):
         if getattr(args, key) is not None:
             sizes[key] = getattr(args, key)
+    trees = args.memory_trees
+    if trees is None:
+        trees = max(sizes['nodes'], default=0)
     # Nova's services log plenty; the table is the output.
     logging.disable(logging.WARNING)
 
-    raw, ok = {}, True
-    for hosts in sizes['hosts']:
-        ok &= _run(type('SchedulingBench', (scheduling.SchedulingBench,), {
-            'hosts': hosts,
-            'iterations': args.iterations or _iterations(hosts),
-            'db_url': args.db_url, 'results': raw})('test_scheduling'))
-    for providers in sizes['providers']:
-        ok &= _run(type(
-            'ProviderUpdatesBench', (provider_updates.ProviderUpdatesBench,),
-            {'providers': providers, 'db_url': args.db_url,
-             'results': raw})('test_provider_updates'))
+    raw, ok, started = {}, True, time.monotonic()
+    with _database_server(args.db) as database_server:
+        for hosts in sizes['hosts']:
+            _progress('scheduling, %d hosts' % hosts, started)
+            ok &= base.run(
+                scheduling.SchedulingBench, hosts=hosts,
+                iterations=args.iterations or _iterations(hosts, args.quick),
+                database_server=database_server, results=raw)
+        for nodes in sizes['nodes']:
+            _progress('provider updates, %d nodes per compute' % nodes,
+                      started)
+            ok &= base.run(
+                provider_updates.ProviderUpdatesBench, nodes=nodes,
+                calls=args.calls, database_server=database_server,
+                results=raw)
+    if trees:
+        _progress('memory, %d trees' % trees, started)
+        memory = _memory(trees)
+        ok &= memory is not None
+        if memory:
+            raw[('memory', trees, None)] = memory
 
     scenarios = _scenarios(raw)
     os.makedirs(args.output_dir, exist_ok=True)
@@ -159,6 +230,7 @@ def main(argv=None):
         'machine': {'python': platform.python_version(),
                     'cpus': os.cpu_count(), 'platform': platform.platform()},
         'quick': args.quick,
+        'db': args.db,
         'peak_rss_mib': resource.getrusage(
             resource.RUSAGE_SELF).ru_maxrss / 1024,
         'scenarios': scenarios,
@@ -166,6 +238,7 @@ def main(argv=None):
     path = os.path.abspath(os.path.join(args.output_dir, 'results.json'))
     with open(path, 'w') as f:
         json.dump(output, f, indent=2)
+    _progress('done', started)
     print(_table(scenarios))
     plot = _plot(scenarios, os.path.join(args.output_dir, 'latency.png'))
     if plot:

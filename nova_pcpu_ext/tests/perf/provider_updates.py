@@ -10,197 +10,273 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Provider update cost: one compute owning 1, 100 or 1,000 provider trees
-(as ironic does), updated the way the resource tracker does while a
-status writer toggles traits, with Nova's report client, the serialized
-wrapper, and the wrapper with a single global lock, interleaved.
+"""Provider updates as one nova-compute makes them.
+
+A compute owns 1, 100 or 1,000 nodes (an ironic compute owns many). Three
+variants of it take turns, round by round: Nova's report client (stock),
+the ``serialized`` wrapper, and the wrapper with one lock for all trees
+(global lock). Each runs what nova-compute runs, through Nova's own code:
+
+* the periodic resource update: every node in turn, each under the
+  compute's fair resource semaphore, through
+  ``ResourceTracker._update_to_placement``; the driver's inventory changes
+  at every report (``reserved`` flips, as a node going in and out of
+  maintenance), so every update writes;
+* instance claims under the same semaphore, each followed by its node's
+  placement update;
+* the operator's disable/enable calls, made as the API makes them: the
+  service record saved, then the compute's ``set_host_enabled`` path
+  (``ComputeManager._update_compute_provider_status`` over every node).
+  The RPC hop itself is left out: it costs the same for every variant.
+
+Time is compressed: the periodic runs back to back and the calls follow
+each other within 0.05 to 0.2 s. A round ends when the calls are made; the
+periodic and the claims stop after their current update and placement is
+read. An update is lost when its node's last successful write is not what
+placement shows.
 """
 
 import nova.tests.functional  # noqa: F401  isort:skip
 
-import contextlib
-import statistics
+import collections
+import itertools
+import random
 import threading
 import time
+import types
 import uuid
 
+from nova.compute import manager
+from nova.compute import resource_tracker
 from nova import context as nova_context
-from nova import exception
+from nova import objects
 from nova.scheduler.client import report
+from oslo_concurrency import lockutils
 
 from nova_pcpu_ext import activation
 from nova_pcpu_ext import serialized_client
 from nova_pcpu_ext.tests.perf import base
+from nova_pcpu_ext.tests.perf import scheduling
+from nova_pcpu_ext.tests.perf import stats
 
-UPDATES_PER_ROUND = 50
-WORKERS = 4
-#: Seconds between two status changes (operators, not a busy loop).
-STATUS_INTERVAL = 0.05
-
-
-class TimedLocks(serialized_client.ProviderLocks):
-    """Records how long each acquisition waited."""
-
-    def __init__(self):
-        super().__init__()
-        self.waits = []
-
-    @contextlib.contextmanager
-    def _hold_one(self, root_uuid, operation):
-        started = time.perf_counter()
-        with super()._hold_one(root_uuid, operation):
-            self.waits.append(time.perf_counter() - started)
-            yield
-
-
-class GlobalLocks(TimedLocks):
-    """Every tree behind one lock: the simple alternative."""
-
-    def _hold_one(self, root_uuid, operation):
-        return super()._hold_one('all', operation)
-
+VARIANTS = ('stock', 'extension', 'global_lock')
+#: Seconds between two instance claims.
+CLAIM_INTERVAL = 0.2
+#: Seconds between two status calls: (shortest, longest).
+HOLD = (0.05, 0.2)
+DISABLED = 'COMPUTE_STATUS_DISABLED'
 
 SerializedClient = activation.compose(
     report.SchedulerReportClient,
     [serialized_client.SerializedReportClientMixin])
 
 
-class _Variant(object):
+class GlobalLocks(serialized_client.ProviderLocks):
+    """Every tree behind one lock: the simple alternative."""
 
-    def __init__(self, name, client, locks=None):
-        self.name = name
+    def _hold_one(self, root_uuid, operation):
+        return super()._hold_one('all', operation)
+
+
+def status_calls(nodes):
+    """Calls per variant: many where a call is quick, for the p99."""
+    return max(4, min(200, 2000 // nodes))
+
+
+class FlippingDriver(object):
+    """The virt driver's part: a node whose reserved flips per report."""
+
+    def __init__(self):
+        self.reported = {}
+
+    def update_provider_tree(self, provider_tree, nodename, allocations=None):
+        reserved = 1 - self.reported.get(nodename, 1)
+        provider_tree.update_inventory(nodename, {'VCPU': {
+            'total': 64, 'reserved': reserved, 'min_unit': 1,
+            'max_unit': 64, 'step_size': 1, 'allocation_ratio': 4.0}})
+        self.reported[nodename] = reserved
+
+    def capabilities_as_traits(self):
+        return {}
+
+
+class Compute(object):
+    """One nova-compute: its nodes, report client and code paths."""
+
+    def __init__(self, variant, ctxt, nodes):
+        self.ctxt = ctxt
+        self.host = 'compute-%s' % variant
+        client = (report.SchedulerReportClient() if variant == 'stock'
+                  else SerializedClient())
+        if variant == 'global_lock':
+            client.provider_locks = GlobalLocks()
         self.client = client
-        if locks is not None:
-            client.provider_locks = locks
-        self.locks = locks
-        self.updates = 0
-        self.conflicts = 0
-        self.seconds = 0.0
+        self.driver = FlippingDriver()
+        self.rt = resource_tracker.ResourceTracker(
+            self.host, self.driver, client)
+        self.nodes = [objects.ComputeNode(
+            uuid=str(uuid.uuid4()),
+            hypervisor_hostname='%s-node-%04d' % (self.host, i))
+            for i in range(nodes)]
+        self.rt.compute_nodes = {n.hypervisor_hostname: n for n in self.nodes}
+        self.service = objects.Service(ctxt, host=self.host,
+                                       binary='nova-compute', topic='compute')
+        self.service.create()
+        self.semaphore = lockutils.internal_fair_lock(
+            'compute_resources-%s' % variant)
+        self._update = resource_tracker.ResourceTracker._update_to_placement
+        status = manager.ComputeVirtAPI.update_compute_provider_status
+        if variant != 'stock':
+            self._update = serialized_client.serialize_update(self._update)
+            status = serialized_client.serialize_status_update(status)
+        self.compute_manager = types.SimpleNamespace(
+            host=self.host, rt=self.rt, virtapi=self._virtapi(client, status))
+        self.periodic_order = itertools.cycle(self.nodes)
+        # node UUID: what placement must show; absent after a failure
+        self.expected_reserved = {}
+        self.status_written = set()
+        self.reset()
 
-    def tree_lock(self, rp_uuid, operation):
-        if self.locks is None:
-            return contextlib.nullcontext()
-        return self.client.provider_lock(rp_uuid, operation)
+    def _virtapi(self, client, status):
+        compute = self
+
+        class VirtAPI(manager.ComputeVirtAPI):
+            def update_compute_provider_status(self, context, rp_uuid,
+                                               enabled):
+                compute.status_written.discard(rp_uuid)
+                try:
+                    status(self, context, rp_uuid, enabled)
+                except Exception as error:
+                    compute.failures['status ' + type(error).__name__] += 1
+                    raise
+                compute.status_written.add(rp_uuid)
+                compute.writes += 1
+
+        return VirtAPI(types.SimpleNamespace(reportclient=client))
+
+    def reset(self):
+        self.writes = 0
+        self.failures = collections.Counter()
+        self.call_seconds = []
+
+    def update_node(self, node):
+        """One node's placement update, under the resource semaphore."""
+        with self.semaphore.write_lock():
+            try:
+                self._update(self.rt, self.ctxt, node, False)
+            except Exception as error:
+                # The periodic logs it and goes on to the next node.
+                self.failures['update ' + type(error).__name__] += 1
+                self.expected_reserved.pop(node.uuid, None)
+                return
+            self.writes += 1
+            self.expected_reserved[node.uuid] = self.driver.reported[
+                node.hypervisor_hostname]
+
+    def set_status(self, disabled):
+        """An operator's disable/enable call, until the compute answers."""
+        started = time.perf_counter()
+        self.service.disabled = disabled
+        self.service.save()
+        manager.ComputeManager._update_compute_provider_status(
+            self.compute_manager, self.ctxt, not disabled)
+        self.call_seconds.append(time.perf_counter() - started)
+
+    def lost(self, placement):
+        """Writes placement no longer shows, now that nothing writes."""
+        disabled = {rp['uuid'] for rp in placement.call(
+            'GET', '/resource_providers?required=%s' % DISABLED)[
+                'resource_providers']}
+        lost = 0
+        for node in self.nodes:
+            if (node.uuid in self.status_written and
+                    (node.uuid in disabled) != self.service.disabled):
+                lost += 1
+            if node.uuid in self.expected_reserved:
+                inventory = placement.call(
+                    'GET', '/resource_providers/%s/inventories/VCPU' %
+                    node.uuid)
+                if inventory['reserved'] != self.expected_reserved[node.uuid]:
+                    lost += 1
+        return lost
 
 
-def _update(variant, ctxt, rp_uuid, reserved):
-    """What ResourceTracker._update_to_placement does for one node."""
-    # Nova 2024.1 snapshots the whole cache, later Nova the node's subtree.
-    snapshot = getattr(variant.client, 'get_provider_subtree_and_ensure_root',
-                       variant.client.get_provider_tree_and_ensure_root)
-    with variant.tree_lock(rp_uuid, 'update'):
-        tree = snapshot(ctxt, rp_uuid, name=rp_uuid)
-        inventory = {'VCPU': {'total': 64, 'reserved': reserved,
-                              'min_unit': 1, 'max_unit': 64, 'step_size': 1,
-                              'allocation_ratio': 4.0}}
-        tree.update_inventory(rp_uuid, inventory)
-        variant.client.update_from_provider_tree(ctxt, tree)
+def run_round(compute, calls, seed):
+    """Writers of one compute until ``calls`` status calls are made.
 
-
-def _toggle_status(variant, ctxt, rp_uuid, disabled):
-    """What ComputeVirtAPI.update_compute_provider_status does."""
-    with variant.tree_lock(rp_uuid, 'status'):
-        traits = variant.client.get_provider_traits(ctxt, rp_uuid)
-        wanted = set(traits.traits)
-        if disabled:
-            wanted.add('COMPUTE_STATUS_DISABLED')
-        else:
-            wanted.discard('COMPUTE_STATUS_DISABLED')
-        variant.client.set_traits_for_provider(
-            ctxt, rp_uuid, wanted, generation=traits.generation)
-
-
-def _round(variant, ctxt, providers, round_no):
-    """One round of updates by the workers, a status writer alongside.
-
-    UPDATES_PER_ROUND updates are spread over the providers; the round
-    ends when the workers are done.
+    :returns: seconds taken
     """
-    per_worker = [providers[i::WORKERS] for i in range(WORKERS)
-                  if providers[i::WORKERS]]
     stop = threading.Event()
-    counts = [0] * len(per_worker)
+    rng = random.Random(seed)
+    claims_rng = random.Random(seed)
 
-    def work(index, mine):
-        n = 0
-        while n < UPDATES_PER_ROUND // len(per_worker):
-            try:
-                _update(variant, ctxt, mine[n % len(mine)], (round_no + n) % 2)
-                counts[index] += 1
-            except exception.ResourceProviderUpdateConflict:
-                variant.conflicts += 1
-            n += 1
-
-    def status():
-        n = 0
+    def periodic():
         while not stop.is_set():
-            try:
-                _toggle_status(variant, ctxt, providers[n % len(providers)],
-                               n % 2 == 0)
-            except (exception.ResourceProviderUpdateConflict,
-                    exception.ResourceProviderUpdateFailed, ValueError):
-                # Lost races of the unserialized client, or a cache
-                # cleared under it: a failed status update.
-                variant.conflicts += 1
-            n += 1
-            stop.wait(STATUS_INTERVAL)
+            compute.update_node(next(compute.periodic_order))
 
-    status_thread = threading.Thread(target=status)
-    workers = [threading.Thread(target=work, args=(i, mine))
-               for i, mine in enumerate(per_worker)]
+    def claims():
+        while not stop.wait(CLAIM_INTERVAL):
+            compute.update_node(claims_rng.choice(compute.nodes))
+
+    threads = [threading.Thread(target=periodic),
+               threading.Thread(target=claims)]
     started = time.perf_counter()
-    status_thread.start()
-    for thread in workers:
+    for thread in threads:
         thread.start()
-    for thread in workers:
-        thread.join()
-    variant.seconds += time.perf_counter() - started
+    for _ in range(calls):
+        stop.wait(rng.uniform(*HOLD))
+        compute.set_status(not compute.service.disabled)
     stop.set()
-    status_thread.join()
-    variant.updates += sum(counts)
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
-def run(providers, rounds):
-    """Results for one compute owning ``providers`` trees."""
-    ctxt = nova_context.get_admin_context()
-    variants = [
-        _Variant('stock', report.SchedulerReportClient()),
-        _Variant('extension', SerializedClient(), TimedLocks()),
-        _Variant('global_lock', SerializedClient(), GlobalLocks()),
-    ]
-    trees = {v.name: [str(uuid.uuid4()) for _ in range(providers)]
-             for v in variants}
-    for variant in variants:
-        for rp_uuid in trees[variant.name]:
-            _update(variant, ctxt, rp_uuid, 0)
-        variant.updates = variant.conflicts = 0
-        variant.seconds = 0.0
-        if variant.locks is not None:
-            variant.locks.waits = []
+def run(ctxt, placement, nodes, calls):
+    """Figures for computes of ``nodes`` nodes, ``calls`` status calls."""
+    computes = {variant: Compute(variant, ctxt, nodes)
+                for variant in VARIANTS}
+    for compute in computes.values():
+        for node in compute.nodes:
+            compute.update_node(node)
+        compute.reset()
+    rounds = max(2, min(20, calls // 2))
+    goodput = {variant: [] for variant in VARIANTS}
+    lost = dict.fromkeys(VARIANTS, 0)
     for round_no in range(rounds):
-        order = variants if round_no % 2 else variants[::-1]
+        order = VARIANTS if round_no % 2 else VARIANTS[::-1]
         for variant in order:
-            _round(variant, ctxt, trees[variant.name], round_no)
-    return {variant.name: _summarize(variant) for variant in variants}
-
-
-def _summarize(variant):
-    result = {'updates_per_s': variant.updates / variant.seconds,
-              'conflicts': variant.conflicts}
-    if variant.locks is not None and variant.locks.waits:
-        waits = sorted(variant.locks.waits)
-        result['lock_wait_p50_ms'] = statistics.median(waits) * 1000
-        result['lock_wait_p99_ms'] = waits[
-            min(len(waits) - 1, int(len(waits) * 0.99))] * 1000
-    return result
+            compute = computes[variant]
+            writes = compute.writes
+            seconds = run_round(compute, calls // rounds, seed=round_no)
+            round_lost = compute.lost(placement)
+            lost[variant] += round_lost
+            goodput[variant].append(
+                (compute.writes - writes - round_lost) / seconds)
+    calls_ms = {variant: computes[variant].call_seconds
+                for variant in VARIANTS}
+    return {
+        'goodput_per_s': stats.compare(goodput, stats.mean),
+        'lost_updates': stats.single(lost),
+        'failed_updates': dict(stats.single({
+            variant: sum(computes[variant].failures.values())
+            for variant in VARIANTS}), kinds={
+                variant: dict(computes[variant].failures)
+                for variant in VARIANTS}),
+        'status_call_median_ms': stats.compare(calls_ms, stats.median, 1000),
+        'status_call_p99_ms': stats.compare(calls_ms, stats.p99, 1000),
+    }
 
 
 class ProviderUpdatesBench(base.BenchCase):
-    """One benchmark run for ``providers`` trees."""
+    """One benchmark run for computes of ``nodes`` nodes."""
 
-    providers = 1
-    rounds = 4
+    nodes = 1
+    calls = None
 
     def test_provider_updates(self):
-        self.results[('provider_updates', self.providers)] = run(
-            self.providers, self.rounds)
+        ctxt = nova_context.get_admin_context()
+        nova_context.set_target_cell(ctxt, self.cell_mappings['cell1'])
+        self.results[('provider_updates', self.nodes, None)] = run(
+            ctxt, scheduling.Placement(self.placement_server.endpoint),
+            self.nodes, self.calls or status_calls(self.nodes))

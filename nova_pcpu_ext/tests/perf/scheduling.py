@@ -16,12 +16,12 @@ and Nova with the request filter, interleaved on the same data.
 Placement is a real server on loopback seeded with N compute node
 providers; Nova's cell database holds the matching ComputeNode records
 (NUMA topology included), so the real host manager, filters (with
-NUMATopologyFilter) and weighers run.
+NUMATopologyFilter) and weighers run. With more hosts than Nova's default
+``[scheduler] max_placement_results``, each mix runs capped and uncapped.
 """
 
 import nova.tests.functional  # noqa: F401  isort:skip
 
-import statistics
 import time
 import tracemalloc
 import uuid
@@ -40,6 +40,7 @@ import requests
 from nova_pcpu_ext import activation
 from nova_pcpu_ext import scheduler
 from nova_pcpu_ext.tests.perf import base
+from nova_pcpu_ext.tests.perf import stats
 from nova_pcpu_ext.tests import placement_server
 
 #: Request mixes: flavor extra specs.
@@ -49,6 +50,9 @@ MIXES = {
     'pinned': {'hw:cpu_policy': 'dedicated'},
     'unpinned': {},
 }
+
+#: Nova's default ``[scheduler] max_placement_results``.
+NOVA_RESULTS_LIMIT = 1000
 
 CPUS = 16
 MEMORY_MB = 65536
@@ -254,29 +258,33 @@ class SchedulingBench(base.BenchCase):
         for i in range(self.hosts):
             scheduler_manager.host_manager._instance_info['host-%05d' % i] = {
                 'instances': {}, 'updated': True}
+        for limit in limits(self.hosts):
+            self.flags(max_placement_results=limit, group='scheduler')
+            for mix, extra_specs in MIXES.items():
+                self.results[(mix, self.hosts, limit)] = self.compare(
+                    scheduler_manager, spies, extra_specs)
+
+    def compare(self, scheduler_manager, spies, extra_specs):
+        """Figures of one request mix, stock and extension interleaved."""
         variants = ('stock', 'extension')
-        for mix, extra_specs in MIXES.items():
-            samples = {variant: [] for variant in variants}
-            peaks = {}
-            # Warm up both paths (DB caches, HTTP connections).
-            for variant in variants:
+        samples = {variant: [] for variant in variants}
+        # Warm up both paths (DB caches, HTTP connections).
+        for variant in variants:
+            self._toggle(variant)
+            self.select(scheduler_manager, spies, extra_specs)
+        for i in range(self.iterations):
+            # Alternate which variant goes first.
+            for variant in variants[::1 if i % 2 else -1]:
                 self._toggle(variant)
-                self.select(scheduler_manager, spies, extra_specs)
-            for i in range(self.iterations):
-                # Alternate which variant goes first.
-                for variant in variants[::1 if i % 2 else -1]:
-                    self._toggle(variant)
-                    samples[variant].append(self.select(
-                        scheduler_manager, spies, extra_specs))
-            # Memory apart: tracing slows the calls it measures.
-            for variant in variants:
-                self._toggle(variant)
-                peaks[variant] = self.select(
-                    scheduler_manager, spies, extra_specs, traced=True)[4]
-            self.results[(mix, self.hosts)] = {
-                variant: dict(_summarize(samples[variant]),
-                              peak_traced_kib=peaks[variant] / 1024)
-                for variant in variants}
+                samples[variant].append(self.select(
+                    scheduler_manager, spies, extra_specs))
+        # Memory apart: tracing slows the calls it measures.
+        peaks = {}
+        for variant in variants:
+            self._toggle(variant)
+            peaks[variant] = self.select(
+                scheduler_manager, spies, extra_specs, traced=True)[4] / 1024
+        return _figures(samples, peaks)
 
     def _toggle(self, variant):
         activation.deactivate()
@@ -284,13 +292,30 @@ class SchedulingBench(base.BenchCase):
             scheduler.activate_plugins()
 
 
-def _summarize(samples):
-    latencies = sorted(sample[0] for sample in samples)
+def limits(hosts):
+    """``[scheduler] max_placement_results`` values to run with.
+
+    Nova's default; where there are more hosts than that, also none
+    binding (the host count).
+    """
+    return (NOVA_RESULTS_LIMIT,) + (
+        (hosts,) if hosts > NOVA_RESULTS_LIMIT else ())
+
+
+def _figures(samples, peaks):
+    latency = {variant: [sample[0] for sample in values]
+               for variant, values in samples.items()}
+
+    def averaged(index):
+        return stats.single({
+            variant: stats.mean([sample[index] for sample in values])
+            for variant, values in samples.items()})
+
     return {
-        'latency_median_ms': statistics.median(latencies) * 1000,
-        'latency_p95_ms': latencies[
-            min(len(latencies) - 1, int(len(latencies) * 0.95))] * 1000,
-        'placement_queries': statistics.mean(s[1] for s in samples),
-        'allocation_candidates': statistics.mean(s[2] for s in samples),
-        'hosts_filtered': statistics.mean(s[3] for s in samples),
+        'latency_median_ms': stats.compare(latency, stats.median, 1000),
+        'latency_p95_ms': stats.compare(latency, stats.p95, 1000),
+        'placement_queries': averaged(1),
+        'allocation_candidates': averaged(2),
+        'hosts_filtered': averaged(3),
+        'peak_traced_kib': stats.single(peaks),
     }
