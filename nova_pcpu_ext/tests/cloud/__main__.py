@@ -95,20 +95,11 @@ class MemorySampler(threading.Thread):
     def run(self):
         while not self.stopped.wait(2):
             groups = set(self.procs.running().values())
-            total = sum(_rss_kib(process.pid)
+            total = sum(processes.rss_kib(process.pid)
                         for process in processes.process_table()
                         if process.pgid in groups or
                         process.name.startswith('qemu-system'))
             self.peak_mib = max(self.peak_mib, total // 1024)
-
-
-def _rss_kib(pid):
-    try:
-        with open('/proc/%d/status' % pid) as f:
-            return sum(int(line.split()[1]) for line in f
-                       if line.startswith('VmRSS:'))
-    except (FileNotFoundError, ProcessLookupError):
-        return 0
 
 
 class Cloud:

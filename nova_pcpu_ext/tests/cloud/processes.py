@@ -201,3 +201,13 @@ def _reap(pid):
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def rss_kib(pid):
+    """Resident memory of a process in KiB; 0 once it is gone."""
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            return sum(int(line.split()[1]) for line in f
+                       if line.startswith('VmRSS:'))
+    except (FileNotFoundError, ProcessLookupError):
+        return 0

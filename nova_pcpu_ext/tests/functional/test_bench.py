@@ -23,7 +23,6 @@ import subprocess
 import sys
 
 import fixtures
-from nova import context as nova_context
 import testtools
 
 from nova_pcpu_ext.tests.perf import provider_updates
@@ -76,10 +75,8 @@ class LostUpdatesTest(base.BenchCase):
     """Writes undone in placement behind the compute's back are lost."""
 
     def test_lost_updates_are_read_from_placement(self):
-        ctxt = nova_context.get_admin_context()
-        nova_context.set_target_cell(ctxt, self.cell_mappings['cell1'])
         placement = scheduling.Placement(self.placement_server.endpoint)
-        compute = provider_updates.Compute('stock', ctxt, 2)
+        compute = provider_updates.Compute('stock', self.cell_context(), 2)
         for node in compute.nodes:
             compute.update_node(node)
         compute.set_status(True)

@@ -23,6 +23,7 @@ import unittest
 import uuid
 
 import nova.conf
+from nova import context as nova_context
 from nova import test
 
 from nova_pcpu_ext.tests import placement_server
@@ -48,6 +49,12 @@ class BenchCase(test.TestCase):
         self.placement_server = self.useFixture(
             placement_server.PlacementServer(db_url=db_url))
         self.placement_server.configure_nova(CONF)
+
+    def cell_context(self):
+        """An admin context aimed at the cell the computes are in."""
+        ctxt = nova_context.get_admin_context()
+        nova_context.set_target_cell(ctxt, self.cell_mappings['cell1'])
+        return ctxt
 
 
 def run(case_class, **attributes):

@@ -25,19 +25,16 @@ import nova.tests.functional  # noqa: F401  isort:skip
 
 import gc
 import json
+import os
 import sys
 
-from nova import context as nova_context
-
+from nova_pcpu_ext.tests.cloud import processes
 from nova_pcpu_ext.tests.perf import base
 from nova_pcpu_ext.tests.perf import provider_updates
 
 
 def rss_kib():
-    with open('/proc/self/status') as status:
-        for line in status:
-            if line.startswith('VmRSS:'):
-                return int(line.split()[1])
+    return processes.rss_kib(os.getpid())
 
 
 class MemoryBench(base.BenchCase):
@@ -46,9 +43,8 @@ class MemoryBench(base.BenchCase):
     trees = 1000
 
     def test_memory(self):
-        ctxt = nova_context.get_admin_context()
-        nova_context.set_target_cell(ctxt, self.cell_mappings['cell1'])
-        compute = provider_updates.Compute(self.variant, ctxt, self.trees)
+        compute = provider_updates.Compute(
+            self.variant, self.cell_context(), self.trees)
         gc.collect()
         before = rss_kib()
         for node in compute.nodes:

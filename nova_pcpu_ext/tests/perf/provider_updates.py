@@ -48,7 +48,6 @@ import uuid
 
 from nova.compute import manager
 from nova.compute import resource_tracker
-from nova import context as nova_context
 from nova import objects
 from nova.scheduler.client import report
 from oslo_concurrency import lockutils
@@ -275,8 +274,7 @@ class ProviderUpdatesBench(base.BenchCase):
     calls = None
 
     def test_provider_updates(self):
-        ctxt = nova_context.get_admin_context()
-        nova_context.set_target_cell(ctxt, self.cell_mappings['cell1'])
+        placement = scheduling.Placement(self.placement_server.endpoint)
         self.results[('provider_updates', self.nodes, None)] = run(
-            ctxt, scheduling.Placement(self.placement_server.endpoint),
+            self.cell_context(), placement,
             self.nodes, self.calls or status_calls(self.nodes))
