@@ -57,13 +57,28 @@ class Finding:
     fixed: bool = False
 
 
-def providers(placement, host=None, provider=None):
-    """The resource providers of a compute node, one provider, or all."""
+def providers(placement, compute, host=None, provider=None):
+    """The resource providers of a compute host or node, one, or all.
+
+    :param host: a compute host as the Compute API names services, or a
+        compute node; the Compute API is asked only when no provider has
+        this name.
+    :raises NotFound: if nothing has this name or UUID.
+    """
     if provider:
-        return placement.providers(uuid=provider)
-    if host:
-        return placement.providers(name=host)
-    return placement.providers()
+        found = placement.providers(uuid=provider)
+        what = '--provider %s: no resource provider has this UUID.' % provider
+    elif host:
+        found = placement.providers(name=host) or [
+            rp for node in sorted(_hosts_matching(compute.node_hosts(), host))
+            for rp in placement.providers(name=node)]
+        what = '--host %s: no compute host or compute node has this name.' % (
+            host)
+    else:
+        return placement.providers()
+    if not found:
+        raise exception.NotFound(what)
+    return found
 
 
 def fix_ratios(conf, overrides=None):
@@ -113,20 +128,29 @@ def audit_inventories(placement, ratios, fix=False, targets=None):
 
 
 def _audit_provider(placement, provider, ratios, fix):
+    found = {}  # {resource class: (ratio, severity)} as first seen bad
     for _attempt in range(WRITE_ATTEMPTS):
         generation, inventories = placement.inventories(provider['uuid'])
-        bad = list(_bad_ratios(inventories))
-        if not (fix and bad):
-            return [_ratio_finding(provider, bad_ratio, ratios, False)
-                    for bad_ratio in bad]
-        for rc, _ratio, _severity in bad:
-            inventories[rc]['allocation_ratio'] = ratios[rc]
-        # Re-read and re-decide after a conflict: the other writer may
-        # have changed the inventory, even fixed it.
-        if placement.replace_inventories(
-                provider['uuid'], generation, inventories):
-            return [_ratio_finding(provider, bad_ratio, ratios, True)
-                    for bad_ratio in bad]
+        bad = {rc: (ratio, severity)
+               for rc, ratio, severity in _bad_ratios(inventories)}
+        for rc, seen in bad.items():
+            found.setdefault(rc, seen)
+        now = {rc: _ratio(inventories, rc) for rc in found}
+        if fix and bad:
+            for rc in bad:
+                inventories[rc]['allocation_ratio'] = now[rc] = ratios[rc]
+            # Re-read and re-decide after a conflict: the other writer may
+            # have changed the inventory, even fixed it.
+            if not placement.replace_inventories(
+                    provider['uuid'], generation, inventories):
+                continue
+            bad = {}
+        # What was bad and is no longer was fixed: by this write, by an
+        # earlier one whose answer was lost and which was retried, or by
+        # nova-compute meanwhile.
+        return [_ratio_finding(provider, rc, found[rc], ratios,
+                               fixed=rc not in bad, now=now[rc])
+                for rc in sorted(found)]
     raise exception.ServiceError(
         'placement: resource provider %s (%s) changed during each of %d '
         'attempts to fix its allocation ratios; nothing was written to it. '
@@ -134,15 +158,23 @@ def _audit_provider(placement, provider, ratios, fix):
             provider['name'], provider['uuid'], WRITE_ATTEMPTS))
 
 
-def _ratio_finding(provider, bad_ratio, ratios, fixed):
-    rc, ratio, severity = bad_ratio
+def _ratio(inventories, rc):
+    return inventories.get(rc, {}).get('allocation_ratio')
+
+
+def _ratio_finding(provider, rc, bad_ratio, ratios, fixed, now):
+    ratio, severity = bad_ratio
     if severity == FAILURE:
         problem = '%s allocation_ratio %s is not a positive number' % (
             rc, ratio)
     else:
         problem = '%s allocation_ratio %s is not 1.0' % (rc, ratio)
-    action = '%s allocation_ratio to %s' % (
-        'set' if fixed else '--fix sets', ratios[rc])
+    if not fixed:
+        action = '--fix sets allocation_ratio to %s' % ratios[rc]
+    elif now == ratios[rc]:
+        action = 'set allocation_ratio to %s' % ratios[rc]
+    else:
+        action = 'fixed by nova-compute: allocation_ratio is %s' % now
     return Finding('inventory', severity, provider['name'],
                    provider['uuid'], problem, action, fixed=fixed)
 
@@ -174,85 +206,180 @@ def ratio_changes(placement, conf):
 
 @dataclasses.dataclass
 class IsolateServer:
-    """A server that must not share cores, consuming VCPU on an HT host."""
+    """A server whose request forbids hyperthreads, on a hyperthreaded host."""
 
     server: dict
+    #: The hyperthreaded provider it holds resources of.
     provider: dict
-    #: Why it must not share cores, such as ``flavor
-    #: hw:cpu_thread_policy=isolate``.
+    #: Why its request forbids hyperthreads, such as ``flavor
+    #: hw:cpu_thread_policy=isolate``; '' when only unsure.
     reason: str
-    vcpus: int
+    #: ``{resource class: amount}`` it holds, on every provider.
+    held: dict
     #: The host has no PCPU inventory: it pins from ``vcpu_pin_set``.
     legacy: bool
+    #: Its CPU policy is ``dedicated``: Nova asks for its CPUs as PCPU.
+    dedicated: bool
+    #: Why ``reason`` may not be what Nova scheduled it with, or ''.
+    unsure: str = ''
 
     @property
     def host(self):
         return self.server.get('OS-EXT-SRV-ATTR:host')
 
 
-def isolate_reason(server, compute):
-    """Why a server must not share a core, or None.
+@dataclasses.dataclass
+class IsolateScan:
+    """What :func:`isolate_servers` found on the hyperthreaded hosts."""
 
-    The flavor's thread policy wins over the image's, as in Nova; an
-    explicit forbidden trait counts too. A server booted from a volume has
-    no image to ask; a deleted image tells nothing.
+    found: list
+    #: ``{compute node: [consumer UUID]}``: servers that could not be read,
+    #: such as those of a cell that is down.
+    unseen: dict
+
+
+def _policy(specs, properties, name):
+    """A CPU policy as Nova reads it: the flavor's, else the image's."""
+    return specs.get('hw:' + name, properties.get('hw_' + name))
+
+
+def isolate_reason(server, compute):
+    """``(why the server's request forbids hyperthreads, why unsure)``.
+
+    An explicit forbidden trait counts as the isolate thread policy does;
+    the flavor's thread policy wins over the image's, as in Nova. Nova
+    keeps the image properties a server was booted with; the Compute API
+    shows only the image's current ones, so where they decide and the
+    image changed after the server was created, the answer is unsure.
+    A server booted from a volume has no image to ask; a deleted image
+    tells nothing.
     """
     specs = server['flavor']['extra_specs']
-    if 'hw:cpu_thread_policy' in specs:
-        if specs['hw:cpu_thread_policy'] == 'isolate':
-            return 'flavor hw:cpu_thread_policy=isolate'
-    elif server.get('image'):
-        properties = compute.image_properties(server['image']['id'])
-        if (properties or {}).get('hw_cpu_thread_policy') == 'isolate':
-            return 'image hw_cpu_thread_policy=isolate'
     if specs.get('trait:%s' % HYPERTHREADING) == 'forbidden':
-        return 'flavor trait:%s=forbidden' % HYPERTHREADING
-    return None
+        return 'flavor trait:%s=forbidden' % HYPERTHREADING, ''
+    if 'hw:cpu_thread_policy' in specs:
+        return ('flavor hw:cpu_thread_policy=isolate'
+                if specs['hw:cpu_thread_policy'] == 'isolate' else ''), ''
+    image = server.get('image') and compute.image(server['image']['id'])
+    if not image:
+        return '', ''
+    properties = image['metadata']
+    reason = ('image hw_cpu_thread_policy=isolate' if
+              properties.get('hw_cpu_thread_policy') == 'isolate' else '')
+    pinned = (_policy(specs, properties, 'cpu_policy') or
+              properties.get('hw_cpu_thread_policy'))
+    # NOTE: both are ISO 8601 UTC timestamps of the Compute API.
+    if pinned and image.get('updated', '') > server.get('created', ''):
+        return reason, 'image %s changed after the server was created' % (
+            image['id'])
+    return reason, ''
+
+
+def _hosts_matching(hosts, host):
+    """The compute nodes of ``host``, a service host or a node name."""
+    return {node for node, service_host in hosts.items()
+            if host in (node, service_host)}
 
 
 def isolate_servers(placement, compute, host=None):
-    """Every :class:`IsolateServer`, one server listing per host.
+    """An :class:`IsolateScan` of the hyperthreaded hosts.
 
-    Only hyperthreaded hosts with servers consuming VCPU are asked about
-    their servers, :data:`READERS` hosts at a time, after one listing of
-    the compute nodes' hosts.
+    Only hyperthreaded providers with allocations are asked about their
+    servers, :data:`READERS` hosts at a time, one listing each after one
+    listing of the compute nodes' hosts; a consumer the listing missed is
+    asked about alone.
+
+    :param host: only this compute host (as the Compute API names
+        services) or compute node.
+    :raises NotFound: if no compute host or node has that name.
     """
-    providers = [provider for provider in
-                 placement.providers(required=HYPERTHREADING)
-                 if not host or provider['name'] == host]
-    if not providers:
-        return []
-    hosts = compute.node_hosts()
+    hyperthreaded = placement.providers(required=HYPERTHREADING)
+    if not (hyperthreaded or host):
+        return IsolateScan([], {})
+    try:
+        hosts = compute.node_hosts()
+    except exception.ServiceError:
+        # NOTE: Nova lists compute nodes cell by cell and fails as a whole
+        # when one cell is down. The listing only saves look-ups: without
+        # it, each provider's name stands for its host and each server the
+        # host's listing misses is asked about alone.
+        hosts = {}
+    if host:
+        nodes = _hosts_matching(hosts, host) | {host}
+        hyperthreaded = [p for p in hyperthreaded if p['name'] in nodes]
+        if not hyperthreaded:
+            providers(placement, compute, host)  # unknown, or no HT there
     with concurrent.futures.ThreadPoolExecutor(READERS) as pool:
-        found = pool.map(
-            lambda provider: _isolate_servers_on(placement, compute, hosts,
-                                                 provider), providers)
-        return [server for on_host in found for server in on_host]
+        scans = list(pool.map(
+            lambda provider: _scan_provider(placement, compute, hosts,
+                                            provider), hyperthreaded))
+    return IsolateScan(
+        [found for on_host, _unseen in scans for found in on_host],
+        {provider['name']: unseen for provider, (_found, unseen)
+         in zip(hyperthreaded, scans) if unseen})
 
 
-def _isolate_servers_on(placement, compute, hosts, provider):
-    vcpus = {consumer: resources[orc.VCPU] for consumer, resources in
-             placement.allocations(provider['uuid']).items()
-             if resources.get(orc.VCPU)}
-    if not vcpus:
-        return []
-    found = []
+def _scan_provider(placement, compute, hosts, provider):
+    """``([IsolateServer], [unseen consumer])`` of one provider."""
+    consumers = placement.allocations(provider['uuid'])
+    if not consumers:
+        return [], []
     # A provider is named after its compute node; for a node the Compute
     # API does not list, the name is the best guess of its host.
     node = provider['name']
-    for server in compute.servers_on_node(node, hosts.get(node, node)):
-        reason = server['id'] in vcpus and isolate_reason(server, compute)
-        if reason:
-            found.append((server, reason))
+    listed = {server['id']: server for server in
+              compute.servers_on_node(node, hosts.get(node, node))}
+    found, unseen = [], []
+    for consumer in consumers:
+        server = listed.get(consumer) or compute.server(consumer)
+        if server is None:
+            continue  # a migration's allocation, or one left behind
+        if server['status'] == 'UNKNOWN':
+            unseen.append(consumer)  # its cell is down
+            continue
+        reason, unsure = isolate_reason(server, compute)
+        if reason or unsure:
+            found.append((server, reason, unsure))
     if not found:
-        return []
+        return [], unseen
     _generation, inventories = placement.inventories(provider['uuid'])
-    return [IsolateServer(server, provider, reason, vcpus[server['id']],
-                          legacy=orc.PCPU not in inventories)
-            for server, reason in found]
+    return [IsolateServer(
+        server, provider, reason,
+        held=placement.consumer_resources(server['id']),
+        legacy=orc.PCPU not in inventories,
+        dedicated=_dedicated(server, compute), unsure=unsure)
+        for server, reason, unsure in found], unseen
 
 
-def isolate_destinations(placement):
-    """Providers with a free PCPU and without hyperthreads."""
-    return placement.providers(required='!' + HYPERTHREADING,
-                               resources='%s:1' % orc.PCPU)
+def _dedicated(server, compute):
+    image = server.get('image') and compute.image(server['image']['id'])
+    return _policy(server['flavor']['extra_specs'],
+                   image['metadata'] if image else {},
+                   'cpu_policy') == 'dedicated'
+
+
+def destination_requests(found, forbid_trait=False):
+    """The resources a move of ``found`` asks placement for, one per query.
+
+    What it holds now; a ``dedicated`` server asks for its CPUs as PCPU
+    and, in ``forbid_trait`` mode, also as VCPU of a host without PCPU.
+    """
+    held = dict(found.held)
+    if not found.dedicated:
+        return [held]
+    cpus = held.pop(orc.VCPU, 0) + held.pop(orc.PCPU, 0)
+    requests = [dict(held, **{orc.PCPU: cpus})]
+    if forbid_trait:
+        requests.append(dict(held, **{orc.VCPU: cpus}))
+    return requests
+
+
+#: Traits of every eligible destination: no hyperthreads, not disabled.
+DESTINATION_TRAITS = ('!' + HYPERTHREADING,
+                      '!' + os_traits.COMPUTE_STATUS_DISABLED)
+
+
+def has_destination(placement, found, forbid_trait=False):
+    """Whether an enabled host without hyperthreads has room for it now."""
+    return any(placement.has_candidate(resources, DESTINATION_TRAITS)
+               for resources in destination_requests(found, forbid_trait))

@@ -199,6 +199,22 @@ def _http_problem(response):
                         ': ' + explanation if explanation else '')
 
 
+def summed(allocations):
+    """``{resource class: amount}`` of ``{provider: {rc: amount}}``."""
+    resources = {}
+    for allocation in allocations.values():
+        for rc, amount in allocation.items():
+            resources[rc] = resources.get(rc, 0) + amount
+    return resources
+
+
+def _with_query(url, query):
+    if not query:
+        return url
+    return url + '?' + urllib.parse.urlencode(sorted(query.items()),
+                                              safe='!,:')
+
+
 def _explanation(response):
     """The message of a Compute API or placement error answer, or ''."""
     try:
@@ -234,12 +250,13 @@ class Placement(Service):
         ``query`` holds ``GET /resource_providers``' parameters, such as
         ``required`` or ``resources``.
         """
-        url = '/resource_providers'
-        if query:
-            url += '?' + '&'.join('%s=%s' % item for item in
-                                  sorted(query.items()))
-        providers, = self.get(url, 'resource_providers')
+        providers, = self.get(_with_query('/resource_providers', query),
+                              'resource_providers')
         return providers
+
+    def traits(self, uuid):
+        traits, = self.get('/resource_providers/%s/traits' % uuid, 'traits')
+        return traits
 
     def inventories(self, uuid):
         """``(provider generation, {resource class: inventory})``."""
@@ -273,14 +290,28 @@ class Placement(Service):
         return {consumer: allocation['resources'] for consumer, allocation
                 in allocations.items()}
 
+    def consumer_allocations(self, consumer):
+        """``{provider uuid: {resource class: amount}}`` of a consumer."""
+        allocations, = self.get('/allocations/%s' % consumer, 'allocations')
+        return {rp_uuid: allocation['resources'] for rp_uuid, allocation
+                in allocations.items()}
+
     def consumer_resources(self, consumer):
         """``{resource class: amount}`` a consumer holds, on all providers."""
-        allocations, = self.get('/allocations/%s' % consumer, 'allocations')
-        resources = {}
-        for allocation in allocations.values():
-            for rc, amount in allocation['resources'].items():
-                resources[rc] = resources.get(rc, 0) + amount
-        return resources
+        return summed(self.consumer_allocations(consumer))
+
+    def has_candidate(self, resources, required):
+        """Whether some provider tree offers ``resources`` now.
+
+        :param resources: ``{resource class: amount}``.
+        :param required: traits, ``!`` before each forbidden one.
+        """
+        url = _with_query('/allocation_candidates', {
+            'resources': ','.join('%s:%d' % item
+                                  for item in sorted(resources.items())),
+            'required': ','.join(required), 'limit': 1})
+        candidates, = self.get(url, 'allocation_requests')
+        return bool(candidates)
 
 
 class Compute(Service):
@@ -323,12 +354,22 @@ class Compute(Service):
             host)
         servers = self._pages(url, 'servers')
         for server in servers:
-            self._check_extra_specs(server, url)
+            # A server of a cell that is down is listed with its UUID and
+            # status UNKNOWN only.
+            if server.get('status') != 'UNKNOWN':
+                self._check_extra_specs(server, url)
         return [server for server in servers if server.get(
             'OS-EXT-SRV-ATTR:hypervisor_hostname') == node]
 
     def server(self, uuid):
-        server, = self.get('/servers/%s' % uuid, 'server')
+        """A server, or None if there is none with this UUID."""
+        response = self.request('GET', '/servers/%s' % uuid,
+                                expected=(200, 404))
+        if response.status_code == 404:
+            # Only Nova's own "not found" says that there is no server.
+            self._values(response, 'itemNotFound')
+            return None
+        server, = self._values(response, 'server')
         return server
 
     def _check_extra_specs(self, server, url):
@@ -338,8 +379,8 @@ class Compute(Service):
                 'os_compute_api:servers:show:flavor-extra-specs must allow '
                 'this user'))
 
-    def image_properties(self, image_id):
-        """An image's properties, or None if it is gone; asked once."""
+    def image(self, image_id):
+        """An image with its ``metadata``, or None if gone; asked once."""
         if image_id not in self._images:
             url = '/images/%s' % image_id
             response = self.request('GET', url, expected=(200, 404),
@@ -350,7 +391,8 @@ class Compute(Service):
                 self._images[image_id] = None
             else:
                 image, = self._values(response, 'image')
-                self._images[image_id] = image.get('metadata', {})
+                image.setdefault('metadata', {})
+                self._images[image_id] = image
         return self._images[image_id]
 
     def action(self, uuid, body):

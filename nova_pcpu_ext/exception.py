@@ -39,3 +39,7 @@ class ServiceError(PcpuExtError):
 
 class ActionRefused(PcpuExtError):
     """The Compute API refused to start a server action."""
+
+
+class NotFound(PcpuExtError):
+    """What the operator named on the command line does not exist."""

@@ -10,14 +10,16 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Move isolate servers off ``VCPU`` of hyperthreaded hosts (bug 1889633).
+"""Move servers that forbid hyperthreads off hyperthreaded hosts.
 
 Each server found by :func:`nova_pcpu_ext.audit.isolate_servers` is moved
-through the Compute API, live by default, so the scheduler places it again.
-With the ``isolate_vcpu_fallback`` request filter active, only hosts with
-``PCPU`` and without hyperthreads are candidates. Placement then tells
-whether it worked: the server holds ``PCPU`` and no ``VCPU``. A server that
-cannot move stays where it was, running; nothing is deleted.
+through the Compute API, so the scheduler places it again: live if it is
+ACTIVE or PAUSED, cold (and confirmed) if it is SHUTOFF or ``--cold`` says
+so. With the ``isolate_vcpu_fallback`` request filter active, only hosts
+without hyperthreads are candidates. Placement then tells whether it
+worked: the server holds resources of no hyperthreaded provider. A server
+that cannot move stays where it was, in the state it was; nothing is
+deleted.
 """
 
 import concurrent.futures
@@ -28,28 +30,46 @@ import time
 
 import os_resource_classes as orc
 
+from nova_pcpu_ext import audit
+from nova_pcpu_ext import clients
 from nova_pcpu_ext import exception
 
-LIVE_MIGRATE = {'os-migrateLive': {'host': None, 'block_migration': 'auto'}}
-COLD_MIGRATE = {'migrate': None}
+LIVE = 'live-migrate'
+COLD = 'migrate'
+#: The server action of each move, and the instance action Nova records.
+ACTIONS = {
+    LIVE: ({'os-migrateLive': {'host': None, 'block_migration': 'auto'}},
+           'live-migration'),
+    COLD: ({'migrate': None}, 'migrate'),
+}
 CONFIRM_RESIZE = {'confirmResize': None}
-#: The instance actions Nova records for them.
-ACTION_NAMES = {'os-migrateLive': 'live-migration', 'migrate': 'migrate'}
-#: Seconds a move may take before it is reported as unfinished.
-MOVE_TIMEOUT = 900
+#: Seconds a move may take before it is reported as still running.
+DEFAULT_TIMEOUT = 900
+#: Moves at a time, at most: each polls the Compute API.
+MAX_PARALLEL = 10
 POLL_INTERVAL = 2
 CPU_CLASSES = (orc.PCPU, orc.VCPU)
 
 
 @dataclasses.dataclass
 class Move:
+    """A row of the table; fields without ``repr`` stay out of it."""
+
     server: str
     from_host: str
+    #: The server's status when the run started; a move ends in it again.
+    status: str
     before: str
     to_host: str = ''
     after: str = ''
     result: str = ''
     healed: bool = False
+    found: audit.IsolateServer = dataclasses.field(default=None, repr=False)
+    how: str = dataclasses.field(default='', repr=False)
+
+    @property
+    def failed(self):
+        return self.result.startswith('failed')
 
 
 def _cpus(resources):
@@ -57,27 +77,74 @@ def _cpus(resources):
                      if resources.get(rc))
 
 
-def plan(isolate_servers, destinations):
-    """One :class:`Move` per server, its result what would be done."""
-    moves = []
-    for found in isolate_servers:
-        move = Move(found.server['id'], found.host,
-                    _cpus({orc.VCPU: found.vcpus}))
-        move.result = ('no eligible destination: no host without '
-                       'hyperthreads has a free PCPU' if not destinations
-                       else 'planned')
-        moves.append(move)
+def how_to_move(status, cold=False):
+    """LIVE or COLD for a server of this status, or None.
+
+    Nova live-migrates ACTIVE and PAUSED servers and cold-migrates ACTIVE
+    and SHUTOFF ones.
+    """
+    if status == 'SHUTOFF' or (status == 'ACTIVE' and cold):
+        return COLD
+    if status in ('ACTIVE', 'PAUSED'):
+        return LIVE
+    return None
+
+
+def why_not_movable(server):
+    """Why the Compute API would refuse to move this server now, or None."""
+    if server.get('locked'):
+        return 'locked'
+    if server.get('OS-EXT-STS:task_state'):
+        return 'task %s in progress' % server['OS-EXT-STS:task_state']
+    if how_to_move(server['status']) is None:
+        return '%s servers cannot be migrated' % server['status']
+    return None
+
+
+def plan(scan, placement, cold=False, forbid_trait=False):
+    """One :class:`Move` per server, its result what would be done.
+
+    :param scan: an :class:`~nova_pcpu_ext.audit.IsolateScan`.
+    :param forbid_trait: the request filter's mode is ``forbid_trait``, so
+        hosts without PCPU and without hyperthreads are destinations too.
+    """
+    moves = [_plan_one(found, placement, cold, forbid_trait)
+             for found in scan.found]
+    moves += [Move(consumer, node, 'UNKNOWN', '', result=(
+        'skipped: the Compute API cannot show the server: is its cell '
+        'down?')) for node, consumers in sorted(scan.unseen.items())
+        for consumer in consumers]
     return moves
+
+
+def _plan_one(found, placement, cold, forbid_trait):
+    server = found.server
+    move = Move(server['id'], found.host, server['status'],
+                _cpus(found.held), found=found,
+                how=how_to_move(server['status'], cold))
+    why_not = why_not_movable(server)
+    if found.unsure:
+        move.result = 'skipped: unsure: %s' % found.unsure
+    elif why_not:
+        move.result = 'skipped: %s' % why_not
+    elif not audit.has_destination(placement, found, forbid_trait):
+        move.result = ('no eligible destination: no enabled host without '
+                       'hyperthreads has room for %s' % ', '.join(
+                           '%s:%d' % item for item in sorted(
+                               audit.destination_requests(found)[0].items())))
+    else:
+        move.result = 'planned'
+    return move
 
 
 class Healer(object):
     """Runs the planned moves, ``max_parallel`` at a time."""
 
-    def __init__(self, placement, compute, cold=False, max_parallel=1,
-                 continue_on_error=False, progress=None):
+    def __init__(self, placement, compute, timeout=DEFAULT_TIMEOUT,
+                 max_parallel=1, continue_on_error=False, progress=None):
         self.placement = placement
         self.compute = compute
-        self.cold = cold
+        self.timeout = timeout
         self.max_parallel = max_parallel
         self.continue_on_error = continue_on_error
         self.progress = progress or (lambda message: None)
@@ -97,58 +164,117 @@ class Healer(object):
             move.result = ('not started: an earlier move failed '
                            '(--continue-on-error goes on)')
             return
-        self.progress('%s: %s from %s' % (
-            move.server, 'migrating' if self.cold else 'live-migrating',
-            move.from_host))
         try:
             self._move(move)
-        except exception.ServiceError as error:
+        except exception.PcpuExtError as error:
             move.result = 'failed: %s' % error
-        if not move.healed:
+        except Exception as error:
+            # NOTE: every row is printed whatever happens: the moves done
+            # or still running must not go unreported.
+            move.result = 'failed: unexpected error: %s: %s' % (
+                type(error).__name__, error)
+        if move.failed:
             self._failed.set()
         self.progress('[%d/%d] %s: %s' % (
             next(self._finished), total, move.server, move.result))
 
     def _move(self, move):
-        action = COLD_MIGRATE if self.cold else LIVE_MIGRATE
+        why_not = self._still_needed(move)
+        if why_not:
+            move.result = 'skipped: %s' % why_not
+            return
+        self.progress('%s: %s %s from %s' % (
+            move.server, 'live-migrating' if move.how == LIVE else
+            'migrating', move.status, move.from_host))
+        action, action_name = ACTIONS[move.how]
         try:
             self.compute.action(move.server, action)
         except exception.ActionRefused as error:
             move.to_host, move.after = move.from_host, move.before
             move.result = 'failed, not moved: %s' % error
             return
-        server = self._wait(move.server)
-        if self.cold and server['status'] == 'VERIFY_RESIZE':
-            self.compute.action(move.server, CONFIRM_RESIZE)
-            # Confirming sets no task state: the status tells.
-            server = self._wait(move.server, ('VERIFY_RESIZE',))
-        move.to_host = server.get('OS-EXT-SRV-ATTR:host')
-        resources = self.placement.consumer_resources(move.server)
-        move.after = _cpus(resources)
-        if move.to_host == move.from_host or server['status'] != 'ACTIVE':
-            error = self.compute.action_error(
-                move.server, ACTION_NAMES[next(iter(action))])
-            move.result = 'failed, left %s on %s: %s' % (
-                server['status'], move.to_host,
-                error or 'the server did not move')
-        elif resources.get(orc.VCPU) or not resources.get(orc.PCPU):
-            move.result = 'failed: moved, but still consumes VCPU'
-        else:
-            move.result = 'healed'
-            move.healed = True
+        server = self._wait(move)
+        if server and server['status'] == 'VERIFY_RESIZE':
+            server = self._confirm(move)
+        if server:
+            self._judge(move, server, action_name)
 
-    def _wait(self, uuid, passing=()):
-        """The server once no task runs on it and it left ``passing``."""
-        deadline = time.monotonic() + MOVE_TIMEOUT
+    def _still_needed(self, move):
+        """Why a planned move is no longer wanted, read right before it."""
+        planned = move.found.server
+        server = self.compute.server(move.server)
+        if server is None:
+            return 'deleted since the run started'
+        if server.get('OS-EXT-SRV-ATTR:host') != move.from_host:
+            return 'moved to %s since the run started' % server.get(
+                'OS-EXT-SRV-ATTR:host')
+        if server['status'] != move.status:
+            return 'now %s, was %s when the run started' % (
+                server['status'], move.status)
+        if server.get('flavor') != planned.get('flavor'):
+            return 'resized since the run started'
+        why_not = why_not_movable(server)
+        if why_not:
+            return why_not
+        if move.found.provider['uuid'] not in \
+                self.placement.consumer_allocations(move.server):
+            return 'no longer holds resources of %s' % (
+                move.found.provider['name'])
+        return None
+
+    def _wait(self, move, passing=()):
+        """The server once no task runs on it and it left ``passing``.
+
+        None if it is gone, or still busy after the timeout: the move's
+        result says so.
+        """
+        deadline = time.monotonic() + self.timeout
         while True:
-            server = self.compute.server(uuid)
+            server = self.compute.server(move.server)
+            if server is None:
+                move.result = 'failed: the server was deleted during the move'
+                return None
             if (server.get('OS-EXT-STS:task_state') is None and
                     server['status'] not in passing):
                 return server
             if time.monotonic() > deadline:
-                raise exception.ServiceError(
-                    'compute: server %s is still %s (%s) after %d s: check '
-                    'it with openstack server show' % (
-                        uuid, server['status'],
-                        server['OS-EXT-STS:task_state'], MOVE_TIMEOUT))
+                move.to_host = server.get('OS-EXT-SRV-ATTR:host')
+                move.result = (
+                    'running: still %s (%s) after %d s; check it with '
+                    'openstack server show' % (
+                        server['status'], server['OS-EXT-STS:task_state'],
+                        self.timeout))
+                return None
             time.sleep(POLL_INTERVAL)
+
+    def _confirm(self, move):
+        """Confirm a cold move; one Nova confirmed already counts too."""
+        try:
+            self.compute.action(move.server, CONFIRM_RESIZE)
+        except exception.ActionRefused as error:
+            server = self.compute.server(move.server)
+            if server and server['status'] != 'VERIFY_RESIZE':
+                # [DEFAULT] resize_confirm_window confirmed it first.
+                return self._wait(move)
+            move.result = 'failed, moved but not confirmed: %s' % error
+            return None
+        # Confirming sets no task state: the status tells.
+        return self._wait(move, ('VERIFY_RESIZE',))
+
+    def _judge(self, move, server, action_name):
+        """Healed: moved, back in its state, on no hyperthreaded host."""
+        move.to_host = server.get('OS-EXT-SRV-ATTR:host')
+        allocations = self.placement.consumer_allocations(move.server)
+        move.after = _cpus(clients.summed(allocations))
+        if move.to_host == move.from_host or server['status'] != move.status:
+            error = self.compute.action_error(move.server, action_name)
+            move.result = 'failed, left %s on %s: %s' % (
+                server['status'], move.to_host, error or (
+                    'the server did not move' if move.to_host ==
+                    move.from_host else 'it was %s before' % move.status))
+        elif any(audit.HYPERTHREADING in self.placement.traits(rp_uuid)
+                 for rp_uuid in allocations):
+            move.result = 'failed: moved, but to a hyperthreaded host'
+        else:
+            move.result = 'healed'
+            move.healed = True

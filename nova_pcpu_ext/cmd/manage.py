@@ -20,8 +20,8 @@
         [--format table|json]
     nova-pcpu-ext-manage [--config-file nova.conf]
         [--os-compute-endpoint-override URL] heal isolate [--dry-run]
-        [--host HOST] [--max-parallel N] [--cold] [--continue-on-error]
-        [--format table|json]
+        [--host HOST] [--max-parallel N] [--timeout SECONDS] [--cold]
+        [--continue-on-error] [--format table|json]
 
 Exits 0 when everything is done or there is nothing to do, 1 when some
 items were left (found but not fixed, skipped or failed), 2 when the
@@ -64,16 +64,21 @@ def _ratio_override(text):
     return rc, ratio
 
 
-def _positive(text):
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError('%r: give a whole number of 1 or '
-                                         'more' % text)
-    return int(text)
+def _whole_number(low, high=None):
+    """An argparse type: a whole number from ``low`` to ``high``."""
+    def whole_number(text):
+        if text.isdigit() and low <= int(text) <= (high or float('inf')):
+            return int(text)
+        raise argparse.ArgumentTypeError('%r: give a whole number of %s' % (
+            text, '%d to %d' % (low, high) if high else '%d or more' % low))
+    return whole_number
 
 
 def _print(rows, args, headings, row):
     if args.format == 'json':
-        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        print(json.dumps([{field.name: getattr(r, field.name)
+                           for field in dataclasses.fields(r) if field.repr}
+                          for r in rows], indent=2))
     elif rows:
         print(common.table(headings, [row(r) for r in rows]))
     else:
@@ -81,9 +86,9 @@ def _print(rows, args, headings, row):
 
 
 def placement_audit(args):
-    placement, _compute = clients.connect(CONF)
+    placement, compute = clients.connect(CONF)
     ratios = audit.fix_ratios(CONF, dict(args.ratio))
-    targets = audit.providers(placement, args.compute_node,
+    targets = audit.providers(placement, compute, args.compute_node,
                               args.provider)
     findings = audit.audit_inventories(
         placement, ratios, fix=args.fix and not args.dry_run,
@@ -98,22 +103,24 @@ def placement_audit(args):
 
 def heal_isolate(args):
     placement, compute = clients.connect(CONF)
-    found = audit.isolate_servers(placement, compute, args.compute_node)
-    moves = heal.plan(found, audit.isolate_destinations(placement))
+    scan = audit.isolate_servers(placement, compute, args.compute_node)
+    moves = heal.plan(
+        scan, placement, args.cold,
+        forbid_trait=CONF.pcpu_ext.isolate_fallback_mode == 'forbid_trait')
     if args.dry_run:
         for move in moves:
             if move.result == 'planned':
-                move.result = 'dry run: would %s' % (
-                    'migrate' if args.cold else 'live-migrate')
+                move.result = 'dry run: would %s' % move.how
     else:
-        heal.Healer(placement, compute, args.cold, args.max_parallel,
+        heal.Healer(placement, compute, args.timeout, args.max_parallel,
                     args.continue_on_error,
                     lambda message: sys.stderr.write(
                         '%s: %s\n' % (PROG, message))).run(moves)
     _print(moves, args,
-           ['Server', 'From host', 'To host', 'Before', 'After', 'Result'],
-           lambda m: [m.server, m.from_host, m.to_host, m.before, m.after,
-                      m.result])
+           ['Server', 'From host', 'Status', 'To host', 'Before', 'After',
+            'Result'],
+           lambda m: [m.server, m.from_host, m.status, m.to_host, m.before,
+                      m.after, m.result])
     return DONE if all(move.healed for move in moves) else ITEMS_LEFT
 
 
@@ -139,8 +146,8 @@ def _add_commands(subparsers):
     only = audit_parser.add_mutually_exclusive_group()
     # NOTE: not dest 'host', which is a nova.conf option already.
     only.add_argument('--host', dest='compute_node', metavar='HOST',
-                      help='Only the resource provider of this compute '
-                           'node.')
+                      help='Only the resource providers of this compute '
+                           'host or compute node.')
     only.add_argument('--provider', metavar='UUID',
                       help='Only this resource provider.')
     audit_parser.add_argument(
@@ -154,18 +161,28 @@ def _add_commands(subparsers):
         'heal', help='Move servers the seed bugs misplaced.').add_subparsers(
             dest='action', required=True)
     isolate = heal_commands.add_parser(
-        'isolate', help='Move isolate servers off VCPU of hyperthreaded '
-                        'hosts.')
+        'isolate', help='Move servers that forbid hyperthreads off '
+                        'hyperthreaded hosts.')
     isolate.set_defaults(function=heal_isolate)
     isolate.add_argument('--dry-run', action='store_true',
                          help='Print the plan; move nothing.')
     isolate.add_argument('--host', dest='compute_node', metavar='HOST',
-                         help='Only servers of this compute node.')
-    isolate.add_argument('--max-parallel', type=_positive, default=1,
-                         metavar='N', help='Moves at a time (default 1).')
+                         help='Only servers of this compute host or '
+                              'compute node.')
+    isolate.add_argument(
+        '--max-parallel', type=_whole_number(1, heal.MAX_PARALLEL),
+        default=1, metavar='N',
+        help='Moves at a time, 1 to %d (default 1).' % heal.MAX_PARALLEL)
+    isolate.add_argument(
+        '--timeout', type=_whole_number(1), default=heal.DEFAULT_TIMEOUT,
+        metavar='SECONDS',
+        help='Seconds a move may take; one still running then is reported '
+             'as running and the run goes on (default %d).' %
+             heal.DEFAULT_TIMEOUT)
     isolate.add_argument('--cold', action='store_true',
-                         help='Cold-migrate and confirm, instead of live '
-                              'migration.')
+                         help='Cold-migrate and confirm ACTIVE servers too, '
+                              'instead of live migration (SHUTOFF servers '
+                              'are always cold-migrated, PAUSED ones live).')
     isolate.add_argument('--continue-on-error', action='store_true',
                          help='Go on after a move failed (default: start '
                               'no more).')

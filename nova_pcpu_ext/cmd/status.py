@@ -25,6 +25,7 @@ credentials of nova.conf's ``[placement]``; nothing is written.
 import os
 
 import nova.conf
+from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
 from nova_pcpu_ext import allocation_ratios
@@ -99,6 +100,33 @@ def _server_list(isolate_servers, shown=5):
     return listed + (' and %d more' % more if more > 0 else '')
 
 
+def _forbid_trait():
+    """Whether the request filter's mode is ``forbid_trait``."""
+    try:
+        return CONF.pcpu_ext.isolate_fallback_mode == 'forbid_trait'
+    except cfg.Error:
+        return False  # the configuration check names the bad value
+
+
+def _blind_spots(scan):
+    """What the isolate checks could not judge, or ''."""
+    unsure = [found for found in scan.found if found.unsure]
+    unseen = sum(map(len, scan.unseen.values()))
+    notes = []
+    if unsure:
+        notes.append('%d servers are unsure: %s; check their thread policy '
+                     'by hand.' % (len(unsure), '; '.join(
+                         '%s on %s: %s' % (found.server['id'], found.host,
+                                           found.unsure)
+                         for found in unsure[:5])))
+    if unseen:
+        notes.append('The Compute API could not show %d servers of %d '
+                     'hyperthreaded hosts (%s): is a cell down?' % (
+                         unseen, len(scan.unseen),
+                         ', '.join(sorted(scan.unseen))))
+    return ' '.join(notes)
+
+
 class UpgradeChecks(upgradecheck.UpgradeCommands):
     """The checks of ``upgrade check``.
 
@@ -112,7 +140,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         super().__init__()
         self._services = None
         self._failure = None
-        self._isolate_servers = None
+        self._isolate_scan = None
 
     def check(self):
         try:
@@ -133,13 +161,31 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
                 self._failure = str(error)
         return upgradecheck.Result(upgradecheck.Code.FAILURE, self._failure)
 
-    def _isolate(self, placement, compute_api, legacy):
-        """The isolate servers on legacy hosts, or on the other ones."""
-        if self._isolate_servers is None:
-            self._isolate_servers = audit.isolate_servers(placement,
-                                                          compute_api)
-        return [found for found in self._isolate_servers
-                if found.legacy == legacy]
+    def _scan(self, placement, compute_api):
+        if self._isolate_scan is None:
+            self._isolate_scan = audit.isolate_servers(placement, compute_api)
+        return self._isolate_scan
+
+    def _isolate_check(self, legacy, judge):
+        """A check of the servers that forbid hyperthreads.
+
+        ``judge(placement, servers)`` gives the result for the servers
+        found on legacy hosts, or on the other ones; servers that could
+        not be judged make a success a warning.
+        """
+        def check(placement, compute_api):
+            scan = self._scan(placement, compute_api)
+            found = [f for f in scan.found
+                     if f.legacy == legacy and not f.unsure]
+            result = (judge(placement, found) if found else
+                      upgradecheck.Result(upgradecheck.Code.SUCCESS))
+            blind_spots = _blind_spots(scan)
+            if not blind_spots:
+                return result
+            return upgradecheck.Result(
+                max(result.code, upgradecheck.Code.WARNING),
+                ' '.join(filter(None, (result.details, blind_spots))))
+        return self._service_check(check)
 
     def _check_config(self):
         problem = config_problem()
@@ -161,41 +207,38 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
             'changes', 'Check the ratio options of the computes before '
             'enabling the allocation_ratios plugin.'))
 
-    def _check_isolate_on_vcpu(self):
-        def check(placement, compute_api):
-            damaged = self._isolate(placement, compute_api, legacy=False)
-            if not damaged:
-                return upgradecheck.Result(upgradecheck.Code.SUCCESS)
-            return upgradecheck.Result(upgradecheck.Code.FAILURE, (
-                '%d isolate servers consume VCPU on hyperthreaded hosts '
-                '(bug 1889633): %s. With the isolate_vcpu_fallback request '
-                'filter active, run %s heal isolate --dry-run, then without '
-                '--dry-run.' % (len(damaged), _server_list(damaged),
-                                MANAGE)))
-        return self._service_check(check)
+    def _check_isolate_on_ht(self):
+        return self._isolate_check(
+            False, lambda _placement, found: upgradecheck.Result(
+                upgradecheck.Code.FAILURE, (
+                    '%d servers that forbid hyperthreads run on '
+                    'hyperthreaded hosts (bug 1889633): %s. With the '
+                    'isolate_vcpu_fallback request filter active, run %s '
+                    'heal isolate --dry-run, then without --dry-run.' % (
+                        len(found), _server_list(found), MANAGE))))
 
     def _check_isolate_stuck(self):
-        def check(placement, compute_api):
-            legacy = self._isolate(placement, compute_api, legacy=True)
-            if not legacy:
-                return upgradecheck.Result(upgradecheck.Code.SUCCESS)
-            destinations = len(audit.isolate_destinations(placement))
+        def judge(placement, found):
+            with_room = sum(audit.has_destination(placement, f,
+                                                  _forbid_trait())
+                            for f in found)
             return upgradecheck.Result(upgradecheck.Code.WARNING, (
-                '%d isolate servers run on hyperthreaded hosts configured '
-                'with vcpu_pin_set: %s. With the isolate_vcpu_fallback '
-                'request filter they can move (migrate, resize, evacuate) '
-                'only to hosts without hyperthreads that have a free PCPU; '
-                'there are %d.' % (len(legacy), _server_list(legacy),
-                                   destinations)))
-        return self._service_check(check)
+                '%d servers that forbid hyperthreads run on hyperthreaded '
+                'hosts configured with vcpu_pin_set: %s. With the '
+                'isolate_vcpu_fallback request filter they can move '
+                '(migrate, resize, evacuate) only to enabled hosts without '
+                'hyperthreads; %d of them have room on one now.' % (
+                    len(found), _server_list(found), with_room)))
+        return self._isolate_check(True, judge)
 
     _upgrade_checks = (
         ('Configuration', _check_config),
         ('Placement allocation ratios', _check_bad_ratios),
         ('Allocation ratios to be changed', _check_ratio_changes),
-        ('Isolate servers on VCPU of hyperthreaded hosts',
-         _check_isolate_on_vcpu),
-        ('Isolate servers that can no longer move', _check_isolate_stuck),
+        ('Servers that forbid hyperthreads on hyperthreaded hosts',
+         _check_isolate_on_ht),
+        ('Servers that forbid hyperthreads and can hardly move',
+         _check_isolate_stuck),
     )
 
 

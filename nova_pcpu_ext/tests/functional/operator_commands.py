@@ -52,11 +52,11 @@ class Command(object):
         self.endpoint = endpoint
         self.compute_endpoint = compute_endpoint
 
-    def __call__(self, *args, nova_conf=None, env=None):
+    def __call__(self, *args, nova_conf=None, env=None, extra_conf=''):
         if nova_conf is None:
             nova_conf = ACTIVATED + (
                 '[placement]\nauth_type = admin_token\ntoken = %s\n'
-                'endpoint = %s\n' % (TOKEN, self.endpoint))
+                'endpoint = %s\n' % (TOKEN, self.endpoint)) + extra_conf
         path = os.path.join(
             self.test.useFixture(fixtures.TempDir()).path, 'nova.conf')
         with open(path, 'w') as conf:

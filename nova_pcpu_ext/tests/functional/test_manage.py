@@ -14,14 +14,18 @@
 
 from nova_pcpu_ext.tests.functional import base  # noqa: F401  isort:skip
 
+import json
+import time
 import urllib.parse
 
 import fixtures
 from lxml import etree
+from nova import context as nova_context
 from nova import exception as nova_exception
 from nova.tests.functional import integrated_helpers
 import testtools
 
+from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
 from nova_pcpu_ext.tests.functional.base import NO_HYPERTHREADS
 from nova_pcpu_ext.tests.functional import operator_commands
@@ -234,10 +238,13 @@ class LiveMigrationOverFakeLibvirt(fixtures.Fixture):
 
 class HealIsolateTest(operator_commands.OperatorCommandTestBase,
                       integrated_helpers.InstanceHelperMixin):
-    """An isolate server stock Nova put on VCPU, moved with the extension.
+    """Isolate servers stock Nova put on VCPU, moved with the extension.
 
-    Stock Nova without its late check places the server; the scheduler is
+    Stock Nova without its late check places the servers; the scheduler is
     then restarted with the extension, as an operator enabling it would.
+    compute1's service host is ``compute1``, its compute node (and resource
+    provider) ``compute1.example``, as on clouds whose libvirt names hosts
+    by FQDN.
     """
 
     extension = False
@@ -247,9 +254,21 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
     def setUp(self):
         super().setUp()
         self.useFixture(LiveMigrationOverFakeLibvirt(self.computes))
-        self.ht_rp = self.start_hyperthreaded_host('compute1')
-        self.server = self.boot(ISOLATE)
-        self.assertEqual({'VCPU': 1}, self.cpu_usages(self.ht_rp))
+        # As Nova's functional tests do: there are no disks to copy.
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            'migrate_disk_and_power_off', return_value='{}'))
+        # Four dedicated cores: an isolate server takes a whole one.
+        self.ht_rp = self.start_host(
+            'compute1.example', dict(HYPERTHREADED, cpu_cores=6),
+            dedicated='0-7', shared='8-11')
+
+    def start_service(self, name, host=None, **kwargs):
+        if name == 'compute':
+            host = host.partition('.')[0]
+        return super().start_service(name, host=host, **kwargs)
+
+    def enable_extension(self):
         self.extension = True
         self.scheduler.stop()
         self.scheduler = self._setup_scheduler_service()
@@ -257,56 +276,98 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
     def start_host_without_hyperthreads(self):
         # The CPU sets are process-wide flags: the same as compute1's, or
         # compute1 would drop its VCPU inventory on its next update.
-        return self.start_host('compute2', dict(NO_HYPERTHREADS, cpu_cores=8),
-                               dedicated='0-3', shared='4-7')
+        return self.start_host('compute2', dict(NO_HYPERTHREADS,
+                                                cpu_cores=12),
+                               dedicated='0-7', shared='8-11')
 
     def cpu_usages(self, rp_uuid):
         return {rc: used for rc, used in self.usages(rp_uuid).items()
                 if 'CPU' in rc}
 
-    def heal(self, *args):
-        result = self.manage('heal', 'isolate', '--format', 'json', *args)
-        return result, operator_commands.json.loads(result.stdout)
+    def heal(self, *args, **kwargs):
+        result = self.manage('heal', 'isolate', '--format', 'json', *args,
+                             **kwargs)
+        self.assertTrue(result.stdout, result.stderr)
+        return result, json.loads(result.stdout)
 
-    def assertStillOnVcpu(self):
-        server = self.admin_api.get_server(self.server['id'])
-        self.assertEqual(('ACTIVE', 'compute1'), (
-            server['status'], server['OS-EXT-SRV-ATTR:host']))
-        self.assertEqual({'VCPU': 1}, self.cpu_usages(self.ht_rp))
+    def where(self, server):
+        server = self.admin_api.get_server(server['id'])
+        return server['status'], server['OS-EXT-SRV-ATTR:host']
+
+    def compute_proxy(self, respond):
+        """``self.manage`` through a :class:`FaultyProxy` of the API."""
+        upstream = self.manage.compute_endpoint
+        proxy = self.useFixture(FaultyProxy(upstream.rpartition('/')[0],
+                                            respond))
+        self.manage.compute_endpoint = proxy.endpoint + '/v2.1'
+        return proxy
 
     def test_heal_moves_the_server_onto_pcpu(self):
+        server = self.boot(ISOLATE)
+        self.enable_extension()
         no_ht_rp = self.start_host_without_hyperthreads()
 
         dry_run, planned = self.heal('--dry-run')
-        self.assertStillOnVcpu()
+        self.assertEqual(('ACTIVE', 'compute1'), self.where(server))
         result, moves = self.heal()
         again = self.manage('heal', 'isolate')
 
         self.assertEqual(1, dry_run.returncode)
-        self.assertEqual([(self.server['id'], 'compute1', 'VCPU:1',
+        self.assertEqual([(server['id'], 'compute1', 'ACTIVE', 'VCPU:1',
                            'dry run: would live-migrate')],
-                         [(m['server'], m['from_host'], m['before'],
-                           m['result']) for m in planned])
+                         [(m['server'], m['from_host'], m['status'],
+                           m['before'], m['result']) for m in planned])
         self.assertEqual(0, result.returncode, result.stderr)
-        self.assertEqual([{'server': self.server['id'],
-                           'from_host': 'compute1', 'to_host': 'compute2',
+        self.assertEqual([{'server': server['id'], 'from_host': 'compute1',
+                           'status': 'ACTIVE', 'to_host': 'compute2',
                            'before': 'VCPU:1', 'after': 'PCPU:1',
                            'result': 'healed', 'healed': True}], moves)
-        self.assertIn('[1/1] %s: healed' % self.server['id'], result.stderr)
-        server = self.admin_api.get_server(self.server['id'])
-        self.assertEqual(('ACTIVE', 'compute2'), (
-            server['status'], server['OS-EXT-SRV-ATTR:host']))
+        self.assertIn('[1/1] %s: healed' % server['id'], result.stderr)
+        self.assertEqual(('ACTIVE', 'compute2'), self.where(server))
         self.assertEqual({}, self.cpu_usages(self.ht_rp))
         self.assertEqual({'PCPU': 1}, self.cpu_usages(no_ht_rp))
         self.assertEqual((0, 'Nothing found.\n'),
                          (again.returncode, again.stdout))
 
-    def test_cold_migration(self):
+    def test_each_state_moves_as_nova_allows(self):
+        """ACTIVE and PAUSED live, SHUTOFF cold; each ends as it was."""
+        active, paused, shutoff, locked = (self.boot(ISOLATE)
+                                           for _ in range(4))
+        self.admin_api.post_server_action(paused['id'], {'pause': None})
+        self._wait_for_state_change(paused, 'PAUSED')
+        self.admin_api.post_server_action(shutoff['id'], {'os-stop': None})
+        self._wait_for_state_change(shutoff, 'SHUTOFF')
+        self.admin_api.post_server_action(locked['id'], {'lock': None})
+        self.enable_extension()
         no_ht_rp = self.start_host_without_hyperthreads()
-        # As Nova's functional tests do: there are no disks to copy.
-        self.useFixture(fixtures.MockPatch(
-            'nova.virt.libvirt.driver.LibvirtDriver.'
-            'migrate_disk_and_power_off', return_value='{}'))
+
+        result, moves = self.heal('--max-parallel', '2')
+
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertEqual(
+            {active['id']: ('ACTIVE', 'compute2', 'PCPU:1', 'healed'),
+             paused['id']: ('PAUSED', 'compute2', 'PCPU:1', 'healed'),
+             shutoff['id']: ('SHUTOFF', 'compute2', 'PCPU:1', 'healed'),
+             locked['id']: ('ACTIVE', '', '', 'skipped: locked')},
+            {m['server']: (m['status'], m['to_host'], m['after'],
+                           m['result']) for m in moves})
+        self.assertEqual(('ACTIVE', 'compute2'), self.where(active))
+        self.assertEqual(('PAUSED', 'compute2'), self.where(paused))
+        self.assertEqual(('SHUTOFF', 'compute2'), self.where(shutoff))
+        self.assertEqual(('ACTIVE', 'compute1'), self.where(locked))
+        self.assertEqual({'PCPU': 3}, self.cpu_usages(no_ht_rp))
+        self.assertEqual({'VCPU': 1}, self.cpu_usages(self.ht_rp))
+        actions = {action['action'] for server in (active, paused, shutoff)
+                   for action in self.admin_api.api_get(
+                       '/servers/%s/os-instance-actions' % server['id']
+                   ).body['instanceActions']}
+        self.assertEqual({'create', 'pause', 'stop', 'live-migration',
+                          'migrate', 'confirmResize'}, actions)
+
+    def test_cold_migration(self):
+        server = self.boot(ISOLATE)
+        self.enable_extension()
+        no_ht_rp = self.start_host_without_hyperthreads()
 
         result, moves = self.heal('--cold')
 
@@ -314,13 +375,95 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         self.assertEqual([('compute2', 'PCPU:1', 'healed')],
                          [(m['to_host'], m['after'], m['result'])
                           for m in moves])
-        server = self.admin_api.get_server(self.server['id'])
-        self.assertEqual(('ACTIVE', 'compute2'), (
-            server['status'], server['OS-EXT-SRV-ATTR:host']))
+        self.assertEqual(('ACTIVE', 'compute2'), self.where(server))
         self.assertEqual({'PCPU': 1}, self.cpu_usages(no_ht_rp))
         self.assertEqual({}, self.cpu_usages(self.ht_rp))
 
+    def test_a_resize_nova_confirmed_first(self):
+        """[DEFAULT] resize_confirm_window confirms before the command."""
+        server = self.boot(ISOLATE)
+        self.admin_api.post_server_action(server['id'], {'os-stop': None})
+        self._wait_for_state_change(server, 'SHUTOFF')
+        self.enable_extension()
+        self.start_host_without_hyperthreads()
+        self.flags(resize_confirm_window=1)
+
+        def confirm_first(method, path):
+            if path.endswith('/action') and method == 'POST' and \
+                    self.where(server)[0] == 'VERIFY_RESIZE':
+                time.sleep(1.1)
+                self.computes['compute2'].manager._poll_unconfirmed_resizes(
+                    nova_context.get_admin_context())
+                self._wait_for_state_change(server, 'SHUTOFF')
+
+        proxy = self.compute_proxy(confirm_first)
+        result, moves = self.heal()
+
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual([('SHUTOFF', 'compute2', 'healed')],
+                         [(m['status'], m['to_host'], m['result'])
+                          for m in moves])
+        self.assertEqual(('SHUTOFF', 'compute2'), self.where(server))
+        # The command's confirmation came second and was refused.
+        self.assertIn(('POST', '/v2.1/servers/%s/action' % server['id'], 409),
+                      proxy.statuses)
+
+    def test_a_server_moved_meanwhile_is_skipped(self):
+        server = self.boot(ISOLATE)
+        self.enable_extension()
+        self.start_host_without_hyperthreads()
+
+        def move_first(method, path):
+            if path == '/v2.1/servers/%s' % server['id'] and \
+                    self.where(server)[1] == 'compute1':
+                self.admin_api.microversion = '2.53'
+                self.admin_api.post_server_action(server['id'], {
+                    'os-migrateLive': {'host': None,
+                                       'block_migration': 'auto'}})
+                self._wait_for_server_parameter(server, {
+                    'OS-EXT-SRV-ATTR:host': 'compute2', 'status': 'ACTIVE'})
+
+        self.compute_proxy(move_first)
+        result, moves = self.heal()
+
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertEqual(
+            [(server['id'], 'skipped: moved to compute2 since the run '
+              'started')], [(m['server'], m['result']) for m in moves])
+        self.assertEqual(('ACTIVE', 'compute2'), self.where(server))
+
+    def test_hosts_by_service_host_or_node(self):
+        server = self.boot(ISOLATE)
+        self.enable_extension()
+
+        by_host = self.heal('--dry-run', '--host', 'compute1')[1]
+        by_node = self.heal('--dry-run', '--host', 'compute1.example')[1]
+        audit_by_host = self.manage('placement', 'audit', '--host',
+                                    'compute1')
+        unknown = [
+            self.manage('heal', 'isolate', '--host', 'compute9'),
+            self.manage('placement', 'audit', '--host', 'compute9'),
+            self.manage('placement', 'audit', '--provider', server['id'])]
+
+        self.assertEqual([server['id']], [m['server'] for m in by_host])
+        self.assertEqual(by_host, by_node)
+        self.assertEqual((0, 'Nothing found.\n'),
+                         (audit_by_host.returncode, audit_by_host.stdout))
+        for result, message in zip(unknown, [
+                '--host compute9: no compute host or compute node has '
+                'this name.'] * 2 + [
+                '--provider %s: no resource provider has this UUID.' %
+                server['id']]):
+            operator_commands.assert_one_line_error(self, result, PROG,
+                                                    message)
+
     def test_no_eligible_destination(self):
+        """The only host without hyperthreads is disabled."""
+        server = self.boot(ISOLATE)
+        self.enable_extension()
+        self.start_host_without_hyperthreads()
+        self.disable_service('compute2')
+
         dry_run, planned = self.heal('--dry-run')
         result, moves = self.heal()
 
@@ -328,12 +471,15 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         self.assertEqual(1, result.returncode)
         for listed in (planned, moves):
             self.assertEqual(
-                [(self.server['id'], 'no eligible destination: no host '
-                  'without hyperthreads has a free PCPU')],
+                [(server['id'], 'no eligible destination: no enabled host '
+                  'without hyperthreads has room for DISK_GB:20, '
+                  'MEMORY_MB:2048, PCPU:1')],
                 [(m['server'], m['result']) for m in listed])
-        self.assertStillOnVcpu()
+        self.assertEqual(('ACTIVE', 'compute1'), self.where(server))
 
     def test_failed_move_leaves_the_server_running(self):
+        server = self.boot(ISOLATE)
+        self.enable_extension()
         self.start_host_without_hyperthreads()
         self.useFixture(fixtures.MockPatch(
             'nova.virt.libvirt.driver.LibvirtDriver.'
@@ -344,12 +490,54 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         result, moves = self.heal()
 
         self.assertEqual(1, result.returncode)
-        move, = moves
         self.assertEqual(
-            {'server': self.server['id'], 'from_host': 'compute1',
-             'to_host': 'compute1', 'before': 'VCPU:1', 'after': 'VCPU:1',
-             'result': 'failed, left ACTIVE on compute1: '
-                       'compute_check_can_live_migrate_destination: '
-                       'Migration pre-check error: refused by the test',
-             'healed': False}, move)
-        self.assertStillOnVcpu()
+            [{'server': server['id'], 'from_host': 'compute1',
+              'status': 'ACTIVE', 'to_host': 'compute1', 'before': 'VCPU:1',
+              'after': 'VCPU:1',
+              'result': 'failed, left ACTIVE on compute1: '
+                        'compute_check_can_live_migrate_destination: '
+                        'Migration pre-check error: refused by the test',
+              'healed': False}], moves)
+        self.assertEqual(('ACTIVE', 'compute1'), self.where(server))
+        self.assertEqual({'VCPU': 1}, self.cpu_usages(self.ht_rp))
+
+
+class HealIsolateForbidTraitTest(operator_commands.OperatorCommandTestBase,
+                                 integrated_helpers.InstanceHelperMixin):
+    """``forbid_trait`` mode: a legacy host without hyperthreads will do.
+
+    Both hosts pin from ``vcpu_pin_set``; the isolate server holds VCPU
+    wherever it runs.
+    """
+
+    extension = False
+    CAST_AS_CALL = False
+    FORBID_TRAIT = '[pcpu_ext]\nisolate_fallback_mode = forbid_trait\n'
+
+    def test_moves_to_a_legacy_host_without_hyperthreads(self):
+        self.useFixture(LiveMigrationOverFakeLibvirt(self.computes))
+        ht_rp = self.start_host('compute1', HYPERTHREADED,
+                                vcpu_pin_set='0-3')
+        server = self.boot(ISOLATE)
+        self.flags(isolate_fallback_mode='forbid_trait', group='pcpu_ext')
+        self.extension = True
+        self.scheduler.stop()
+        self.scheduler = self._setup_scheduler_service()
+        no_ht_rp = self.start_host('compute2', NO_HYPERTHREADS,
+                                   vcpu_pin_set='0-3')
+
+        in_drop_mode = self.manage('heal', 'isolate', '--dry-run',
+                                   '--format', 'json')
+        result = self.manage('heal', 'isolate', '--format', 'json',
+                             extra_conf=self.FORBID_TRAIT)
+
+        self.assertIn('no eligible destination',
+                      json.loads(in_drop_mode.stdout)[0]['result'])
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual([('compute2', 'VCPU:1', 'healed')],
+                         [(m['to_host'], m['after'], m['result'])
+                          for m in json.loads(result.stdout)])
+        self.assertEqual({}, self.usages(ht_rp))
+        self.assertEqual(1, self.usages(no_ht_rp)['VCPU'])
+        self.assertEqual('compute2', self.admin_api.get_server(
+            server['id'])['OS-EXT-SRV-ATTR:host'])

@@ -14,11 +14,13 @@
 
 from nova_pcpu_ext.tests.functional import base  # noqa: F401  isort:skip
 
+import datetime
 import json
 import socket
 import subprocess
 
 import ddt
+from nova.tests import fixtures as nova_fixtures
 import testtools
 
 from nova_pcpu_ext.tests.functional.base import DEDICATED
@@ -35,8 +37,8 @@ from nova_pcpu_ext.tests.placement_server import TOKEN
 PROG = 'nova-pcpu-ext-status'
 CHECKS = ('Configuration', 'Placement allocation ratios',
           'Allocation ratios to be changed',
-          'Isolate servers on VCPU of hyperthreaded hosts',
-          'Isolate servers that can no longer move')
+          'Servers that forbid hyperthreads on hyperthreaded hosts',
+          'Servers that forbid hyperthreads and can hardly move')
 
 
 def check(status, **kwargs):
@@ -246,12 +248,7 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
             'compute1', dict(HYPERTHREADED, cpu_cores=7), dedicated='0-11',
             shared='12-13')
         flavor_isolate = self.boot(ISOLATE)
-        image = self.glance.create(None, {
-            'name': 'isolate', 'status': 'active', 'size': 1,
-            'container_format': 'bare', 'disk_format': 'raw',
-            'visibility': 'public', 'properties': {
-                'hw_cpu_policy': 'dedicated',
-                'hw_cpu_thread_policy': 'isolate'}})
+        image = self.isolate_image()
         image_isolate = self._create_server(image_uuid=image['id'],
                                             flavor_id=self._create_flavor())
         trait_forbidden = self.boot_forbidding_hyperthreads(rp_uuid)
@@ -264,8 +261,8 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         result, details = checks[CHECKS[3]]
         self.assertEqual(2, result)
         self.assertTrue(details.startswith(
-            '3 isolate servers consume VCPU on hyperthreaded hosts (bug '
-            '1889633): '), details)
+            '3 servers that forbid hyperthreads run on hyperthreaded hosts '
+            '(bug 1889633): '), details)
         for server, reason in (
                 (flavor_isolate, 'flavor hw:cpu_thread_policy=isolate'),
                 (image_isolate, 'image hw_cpu_thread_policy=isolate'),
@@ -277,6 +274,14 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
             self.assertNotIn(server['id'], details)
         self.assertIn('nova-pcpu-ext-manage heal isolate', details)
         self.assertEqual((0, None), checks[CHECKS[4]])
+
+    def isolate_image(self):
+        return self.glance.create(None, {
+            'name': 'isolate', 'status': 'active', 'size': 1,
+            'container_format': 'bare', 'disk_format': 'raw',
+            'visibility': 'public', 'properties': {
+                'hw_cpu_policy': 'dedicated',
+                'hw_cpu_thread_policy': 'isolate'}})
 
     def boot_forbidding_hyperthreads(self, rp_uuid):
         """A pinned server forbidding hyperthreads, booted on VCPU.
@@ -322,13 +327,45 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         self.assertEqual((0, None), without_destination[CHECKS[3]])
         result, details = without_destination[CHECKS[4]]
         self.assertEqual(1, result)
-        self.assertIn('1 isolate servers run on hyperthreaded hosts '
-                      'configured with vcpu_pin_set: %s on legacy (flavor '
-                      'hw:cpu_thread_policy=isolate)' % server['id'],
-                      details)
-        self.assertTrue(details.endswith('there are 0.'), details)
+        self.assertIn('1 servers that forbid hyperthreads run on '
+                      'hyperthreaded hosts configured with vcpu_pin_set: %s '
+                      'on legacy (flavor hw:cpu_thread_policy=isolate)' %
+                      server['id'], details)
+        self.assertTrue(details.endswith(
+            '0 of them have room on one now.'), details)
         self.assertTrue(with_destination[CHECKS[4]][1].endswith(
-            'there are 1.'))
+            '1 of them have room on one now.'))
+
+    def test_servers_of_a_down_cell_are_not_a_success(self):
+        self.start_hyperthreaded_host()
+        self.boot(ISOLATE)
+        self.useFixture(nova_fixtures.DownCellFixture())
+
+        code, checks = self.isolate_checks()
+
+        self.assertEqual(1, code, checks)
+        for name in CHECKS[3:]:
+            self.assertEqual((1, 'The Compute API could not show 1 servers '
+                                 'of 1 hyperthreaded hosts (compute1): is a '
+                                 'cell down?'), checks[name])
+
+    def test_an_image_changed_after_boot_is_unsure(self):
+        self.start_hyperthreaded_host()
+        image = self.isolate_image()
+        server = self._create_server(image_uuid=image['id'],
+                                     flavor_id=self._create_flavor(vcpu=1))
+        # As glance does on a property change.
+        self.glance.update(None, image['id'], {
+            'updated_at': datetime.datetime.now(datetime.timezone.utc),
+            'properties': {'hw_cpu_thread_policy': 'prefer'}})
+
+        code, checks = self.isolate_checks()
+
+        self.assertEqual(1, code)
+        self.assertEqual(
+            (1, '1 servers are unsure: %s on compute1: image %s changed '
+                'after the server was created; check their thread policy '
+                'by hand.' % (server['id'], image['id'])), checks[CHECKS[3]])
 
 
 class ExtensionIsolateChecksTest(_IsolateChecksBase):

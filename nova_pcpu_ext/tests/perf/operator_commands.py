@@ -88,7 +88,8 @@ class OperatorCommandsCost(operator_commands.OperatorCommandTestBase):
         heal, plan = self.timed(self.manage, 'heal', 'isolate', '--dry-run',
                                 '--format', 'json')
         found = json.loads(check.stdout)['checks'][3]['details']
-        self.assertIn('%d isolate servers' % self.servers, found)
+        self.assertIn('%d servers that forbid hyperthreads' % self.servers,
+                      found)
         self.assertEqual(self.servers, len(json.loads(plan.stdout)))
         self.results.update({
             'providers': self.providers + -(-self.servers // PER_HOST),

@@ -122,8 +122,29 @@ class AuditInventoriesTest(base.TestCase):
         # The other writer's VCPU ratio is kept; only PCPU was still bad.
         self.assertEqual(8.0, placement.stored['VCPU']['allocation_ratio'])
         self.assertEqual(1.0, placement.stored['PCPU']['allocation_ratio'])
-        self.assertEqual(['PCPU allocation_ratio 2.0 is not 1.0'],
-                         [f.problem for f in findings])
+        self.assertEqual([
+            ('PCPU allocation_ratio 2.0 is not 1.0',
+             'set allocation_ratio to 1.0', True),
+            ('VCPU allocation_ratio 0.0 is not a positive number',
+             'fixed by nova-compute: allocation_ratio is 8.0', True)],
+            [(f.problem, f.action, f.fixed) for f in findings])
+
+    def test_a_lost_answer_to_a_write_that_landed(self):
+        """The write landed, its answer was lost, the retry met a 409."""
+        placement = FakePlacement(self.inventories())
+        replace = placement.replace_inventories
+
+        def landed_then_conflict(uuid, generation, inventories):
+            replace(uuid, generation, inventories)
+            return False
+
+        placement.replace_inventories = landed_then_conflict
+        findings = audit.audit_inventories(placement, self.RATIOS, fix=True)
+        self.assertEqual(1, len(placement.writes))
+        self.assertEqual(
+            [('PCPU', 'set allocation_ratio to 1.0', True),
+             ('VCPU', 'set allocation_ratio to 4.0', True)],
+            [(f.problem.split()[0], f.action, f.fixed) for f in findings])
 
     def test_endless_conflicts_stop_with_nothing_written(self):
         placement = FakePlacement(self.inventories(), conflicts=99)
@@ -173,98 +194,222 @@ class RatioChangesTest(base.TestCase):
 
 
 class FakeCompute(object):
-    """Servers per node; counts the listings."""
+    """Servers per node; counts the listings and single look-ups."""
 
-    def __init__(self, servers, images=None):
-        self.servers = servers
+    def __init__(self, servers, images=None, hosts=None):
+        self.servers = {server['id']: server for server in servers}
         self.images = images or {}
+        self.hosts = hosts or {'compute1': 'host1'}
         self.listings = []
+        self.looked_up = []
 
     def node_hosts(self):
-        return {'compute1': 'host1'}
+        return self.hosts
 
     def servers_on_node(self, node, host):
         self.listings.append(host)
-        return [s for s in self.servers
-                if s['OS-EXT-SRV-ATTR:hypervisor_hostname'] == node]
+        return [s for s in self.servers.values()
+                if s.get('OS-EXT-SRV-ATTR:hypervisor_hostname') == node]
 
-    def image_properties(self, image_id):
+    def server(self, uuid):
+        self.looked_up.append(uuid)
+        return self.servers.get(uuid)
+
+    def image(self, image_id):
         return self.images.get(image_id)
+
+
+def server(uuid, node='compute1', image='', created='2026-06-01T00:00:00Z',
+           **extra_specs):
+    return {'id': uuid, 'status': 'ACTIVE', 'OS-EXT-SRV-ATTR:host': node,
+            'OS-EXT-SRV-ATTR:hypervisor_hostname': node,
+            'image': {'id': image} if image else '', 'created': created,
+            'flavor': {'original_name': 'pinned',
+                       'extra_specs': extra_specs}}
+
+
+def image(image_id, updated='2026-01-01T00:00:00Z', **properties):
+    return {'id': image_id, 'updated': updated, 'metadata': properties}
+
+
+ISOLATE = {'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'}
+
+
+def fake_placement(providers):
+    """``{name: (inventories, {consumer: resources})}``, all hyperthreaded.
+
+    Every consumer holds what it holds on its provider alone.
+    """
+    placement = FakePlacement({})
+    placement.providers = lambda **query: [
+        {'uuid': name, 'name': name} for name in providers
+        if query.get('name', name) == name]
+    placement.inventories = lambda uuid: (1, providers[uuid][0])
+    placement.allocations = lambda uuid: providers[uuid][1]
+    placement.consumer_resources = lambda consumer: next(
+        held[consumer] for _inventories, held in providers.values()
+        if consumer in held)
+    return placement
+
+
+@ddt.ddt
+class IsolateReasonTest(base.TestCase):
+
+    IMAGES = {'isolate': image('isolate', hw_cpu_thread_policy='isolate'),
+              'changed': image('changed', updated='2026-07-01T00:00:00Z',
+                               hw_cpu_thread_policy='isolate'),
+              'plain-changed': image('plain-changed',
+                                     updated='2026-07-01T00:00:00Z')}
+
+    @ddt.unpack
+    @ddt.data(
+        ({'hw:cpu_thread_policy': 'isolate'}, '',
+         ('flavor hw:cpu_thread_policy=isolate', '')),
+        ({'trait:HW_CPU_HYPERTHREADING': 'forbidden'}, '',
+         ('flavor trait:HW_CPU_HYPERTHREADING=forbidden', '')),
+        ({'hw:cpu_thread_policy': 'prefer',
+          'trait:HW_CPU_HYPERTHREADING': 'forbidden'}, '',
+         ('flavor trait:HW_CPU_HYPERTHREADING=forbidden', '')),
+        ({'hw:cpu_policy': 'dedicated'}, 'isolate',
+         ('image hw_cpu_thread_policy=isolate', '')),
+        # The flavor's thread policy wins, as in Nova.
+        ({'hw:cpu_thread_policy': 'prefer'}, 'isolate', ('', '')),
+        ({'hw:cpu_policy': 'dedicated'}, 'deleted', ('', '')),
+        ({'hw:cpu_policy': 'dedicated'}, 'changed',
+         ('image hw_cpu_thread_policy=isolate',
+          'image changed changed after the server was created')),
+        ({'hw:cpu_policy': 'dedicated'}, 'plain-changed',
+         ('', 'image plain-changed changed after the server was created')),
+        # A server pinned by nothing is not unsure of its thread policy.
+        ({}, 'plain-changed', ('', '')),
+        ({'hw:cpu_policy': 'dedicated',
+          'hw:cpu_thread_policy': 'require'}, '', ('', '')),
+    )
+    def test_reason(self, extra_specs, image_id, expected):
+        self.assertEqual(expected, audit.isolate_reason(
+            server('a', image=image_id, **extra_specs),
+            FakeCompute([], self.IMAGES)))
 
 
 class IsolateServersTest(base.TestCase):
 
-    def server(self, uuid, node='compute1', image='', **extra_specs):
-        return {'id': uuid, 'OS-EXT-SRV-ATTR:host': node,
-                'OS-EXT-SRV-ATTR:hypervisor_hostname': node,
-                'image': {'id': image} if image else '',
-                'flavor': {'original_name': 'pinned',
-                           'extra_specs': extra_specs}}
-
-    def placement(self, providers):
-        """``{name: (inventories, allocations)}``, all hyperthreaded."""
-        placement = FakePlacement({})
-        placement.providers = lambda **query: [
-            {'uuid': name, 'name': name} for name in providers]
-        placement.inventories = lambda uuid: (1, providers[uuid][0])
-        placement.allocations = lambda uuid: providers[uuid][1]
-        return placement
-
-    def test_which_servers_and_why(self):
-        isolate = {'hw:cpu_policy': 'dedicated',
-                   'hw:cpu_thread_policy': 'isolate'}
-        placement = self.placement({'compute1': ({'PCPU': {}, 'VCPU': {}}, {
-            'flavor': {'VCPU': 2}, 'image': {'VCPU': 1},
-            'trait': {'VCPU': 1}, 'on-pcpu': {'PCPU': 1},
-            'prefer': {'VCPU': 1}, 'require': {'VCPU': 1},
-            'dedicated': {'VCPU': 1}, 'image-gone': {'VCPU': 1},
-            'flavor-wins': {'VCPU': 1}, 'migration': {'VCPU': 1}})})
+    def test_every_consumer_of_a_hyperthreaded_host_is_judged(self):
+        placement = fake_placement({'compute1': ({'PCPU': {}, 'VCPU': {}}, {
+            'flavor': {'VCPU': 2}, 'on-pcpu': {'PCPU': 1},
+            'shared': {'VCPU': 1}, 'plain': {'VCPU': 1},
+            'migration': {'VCPU': 1}})})
         compute = FakeCompute([
-            self.server('flavor', **isolate),
-            self.server('image', image='isolate-image'),
-            self.server('trait', **{
-                'hw:cpu_policy': 'dedicated',
-                'trait:HW_CPU_HYPERTHREADING': 'forbidden'}),
-            self.server('on-pcpu', **isolate),
-            self.server('prefer', **{'hw:cpu_policy': 'dedicated',
-                                     'hw:cpu_thread_policy': 'prefer'}),
-            self.server('require', **{'hw:cpu_policy': 'dedicated',
-                                      'hw:cpu_thread_policy': 'require'}),
-            self.server('dedicated', **{'hw:cpu_policy': 'dedicated'}),
-            self.server('image-gone', image='deleted'),
-            self.server('flavor-wins', image='isolate-image',
-                        **{'hw:cpu_thread_policy': 'prefer'}),
-        ], images={'isolate-image': {'hw_cpu_thread_policy': 'isolate'}})
+            server('flavor', **ISOLATE),
+            server('on-pcpu', **ISOLATE),
+            server('shared', **{'trait:HW_CPU_HYPERTHREADING': 'forbidden'}),
+            server('plain')])
 
-        found = audit.isolate_servers(placement, compute)
+        scan = audit.isolate_servers(placement, compute)
 
         self.assertEqual(
-            [('flavor', 'flavor hw:cpu_thread_policy=isolate', 2),
-             ('image', 'image hw_cpu_thread_policy=isolate', 1),
-             ('trait', 'flavor trait:HW_CPU_HYPERTHREADING=forbidden', 1)],
-            [(f.server['id'], f.reason, f.vcpus) for f in found])
-        self.assertFalse(any(f.legacy for f in found))
+            [('flavor', 'flavor hw:cpu_thread_policy=isolate', {'VCPU': 2},
+              True),
+             ('on-pcpu', 'flavor hw:cpu_thread_policy=isolate', {'PCPU': 1},
+              True),
+             ('shared', 'flavor trait:HW_CPU_HYPERTHREADING=forbidden',
+              {'VCPU': 1}, False)],
+            [(f.server['id'], f.reason, f.held, f.dedicated)
+             for f in scan.found])
+        self.assertFalse(any(f.legacy for f in scan.found))
+        # Only the migration's allocation was not in the listing.
+        self.assertEqual(['migration'], compute.looked_up)
+        self.assertEqual({}, scan.unseen)
 
-    def test_one_listing_per_host_with_vcpu_consumers(self):
-        placement = self.placement({
+    def test_one_listing_per_host_with_consumers(self):
+        placement = fake_placement({
             'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}, 'b': {'VCPU': 1}}),
-            'compute2': ({'VCPU': {}}, {}),
-            'compute3': ({'VCPU': {}}, {'c': {'PCPU': 1}})})
-        compute = FakeCompute([self.server('a', **{
-            'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'})])
+            'compute2': ({'VCPU': {}}, {})})
+        compute = FakeCompute([server('a', **ISOLATE), server('b')])
 
-        found = audit.isolate_servers(placement, compute)
+        scan = audit.isolate_servers(placement, compute)
 
         self.assertEqual(['host1'], compute.listings)
         self.assertEqual([('a', True)],
-                         [(f.server['id'], f.legacy) for f in found])
+                         [(f.server['id'], f.legacy) for f in scan.found])
 
-    def test_one_host(self):
-        placement = self.placement({
+    def test_servers_the_listing_cannot_show_are_unseen(self):
+        placement = fake_placement({
             'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
-            'compute2': ({'VCPU': {}}, {'b': {'VCPU': 1}})})
-        compute = FakeCompute([])
+            'compute2': ({'VCPU': {}}, {'b': {'VCPU': 1}, 'c': {'VCPU': 1}})})
+        compute = FakeCompute([
+            server('a', **ISOLATE),
+            # A down cell's record: no host, status UNKNOWN.
+            dict(server('b', **ISOLATE), status='UNKNOWN',
+                 **{'OS-EXT-SRV-ATTR:hypervisor_hostname': None}),
+            server('c', **ISOLATE)])
+        del compute.servers['c']['OS-EXT-SRV-ATTR:hypervisor_hostname']
 
-        audit.isolate_servers(placement, compute, host='compute2')
+        scan = audit.isolate_servers(placement, compute)
 
-        self.assertEqual(['compute2'], compute.listings)
+        self.assertEqual(['a', 'c'], [f.server['id'] for f in scan.found])
+        self.assertEqual({'compute2': ['b']}, scan.unseen)
+        # compute2 is not a node the Compute API lists: its name is the
+        # best guess of its host.
+        self.assertEqual({'host1', 'compute2'}, set(compute.listings))
+
+    def test_one_host_by_service_host_or_node(self):
+        placement = fake_placement({
+            'node1.example': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
+            'node2.example': ({'VCPU': {}}, {'b': {'VCPU': 1}})})
+        hosts = {'node1.example': 'node1', 'node2.example': 'node2'}
+
+        for host in ('node2', 'node2.example'):
+            compute = FakeCompute([], hosts=hosts)
+            audit.isolate_servers(placement, compute, host=host)
+            self.assertEqual(['node2'], compute.listings)
+
+    def test_unknown_host(self):
+        placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
+        error = self.assertRaises(
+            exception.NotFound, audit.isolate_servers, placement,
+            FakeCompute([]), host='compute9')
+        self.assertEqual('--host compute9: no compute host or compute node '
+                         'has this name.', str(error))
+
+    def test_known_host_without_hyperthreads(self):
+        placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
+        placement.providers = lambda **query: (
+            [] if 'required' in query else [{'uuid': 'x', 'name': 'other'}])
+        compute = FakeCompute([], hosts={'other': 'host2'})
+        scan = audit.isolate_servers(placement, compute, host='host2')
+        self.assertEqual(([], {}), (scan.found, scan.unseen))
+
+
+class DestinationRequestsTest(base.TestCase):
+
+    def found(self, held, dedicated):
+        return audit.IsolateServer({}, {}, 'why', dict(held, MEMORY_MB=512),
+                                   legacy=False, dedicated=dedicated)
+
+    def test_dedicated_asks_for_pcpu(self):
+        found = self.found({'VCPU': 2}, dedicated=True)
+        self.assertEqual([{'PCPU': 2, 'MEMORY_MB': 512}],
+                         audit.destination_requests(found))
+        self.assertEqual([{'PCPU': 2, 'MEMORY_MB': 512},
+                          {'VCPU': 2, 'MEMORY_MB': 512}],
+                         audit.destination_requests(found, forbid_trait=True))
+
+    def test_others_ask_for_what_they_hold(self):
+        found = self.found({'VCPU': 1, 'PCPU': 1}, dedicated=False)
+        self.assertEqual([{'VCPU': 1, 'PCPU': 1, 'MEMORY_MB': 512}],
+                         audit.destination_requests(found, forbid_trait=True))
+
+    def test_has_destination_forbids_hyperthreads_and_disabled(self):
+        asked = []
+        placement = FakePlacement({})
+        placement.has_candidate = lambda resources, required: asked.append(
+            (resources, required)) or len(asked) == 2
+
+        self.assertTrue(audit.has_destination(
+            placement, self.found({'VCPU': 1}, dedicated=True), True))
+        self.assertEqual(
+            [({'PCPU': 1, 'MEMORY_MB': 512},
+              ('!HW_CPU_HYPERTHREADING', '!COMPUTE_STATUS_DISABLED')),
+             ({'VCPU': 1, 'MEMORY_MB': 512},
+              ('!HW_CPU_HYPERTHREADING', '!COMPUTE_STATUS_DISABLED'))],
+            asked)

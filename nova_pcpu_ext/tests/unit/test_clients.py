@@ -94,6 +94,24 @@ class ServiceErrorTest(base.TestCase):
         self.assertIn(': TLS files: Could not find a suitable TLS CA',
                       str(error))
 
+    def test_query_values_are_encoded(self):
+        self.requests.get(ENDPOINT + '/resource_providers', json={
+            'resource_providers': []})
+        self.placement.providers(name='node 1&x', required='!HW_CPU_X')
+        self.assertEqual('/resource_providers?name=node+1%26x&'
+                         'required=!HW_CPU_X',
+                         self.requests.last_request.path_url)
+
+    def test_has_candidate(self):
+        self.requests.get(ENDPOINT + '/allocation_candidates', json={
+            'allocation_requests': [{'allocations': {}}],
+            'provider_summaries': {}})
+        self.assertTrue(self.placement.has_candidate(
+            {'PCPU': 2, 'MEMORY_MB': 512}, ('!HW_CPU_X', '!DISABLED')))
+        self.assertEqual('/allocation_candidates?limit=1&required=!HW_CPU_X,'
+                         '!DISABLED&resources=MEMORY_MB:512,PCPU:2',
+                         self.requests.last_request.path_url)
+
     def test_generation_conflict_is_reported_to_retry(self):
         self.requests.put(
             ENDPOINT + '/resource_providers/rp/inventories', status_code=409,
@@ -147,16 +165,16 @@ class ComputeTest(base.TestCase):
         self.assertIn('os_compute_api:servers:show:flavor-extra-specs',
                       str(error))
 
-    def test_image_properties_asked_once(self):
-        self.requests.get(ENDPOINT + '/images/i', json={'image': {
-            'metadata': {'hw_cpu_thread_policy': 'isolate'}}})
+    def test_image_asked_once(self):
+        image = {'id': 'i', 'updated': '2026-01-01T00:00:00Z',
+                 'metadata': {'hw_cpu_thread_policy': 'isolate'}}
+        self.requests.get(ENDPOINT + '/images/i', json={'image': image})
         self.requests.get(ENDPOINT + '/images/gone', status_code=404,
                           json={'itemNotFound': {'code': 404}})
 
         for _ in range(2):
-            self.assertEqual({'hw_cpu_thread_policy': 'isolate'},
-                             self.compute.image_properties('i'))
-            self.assertIsNone(self.compute.image_properties('gone'))
+            self.assertEqual(image, self.compute.image('i'))
+            self.assertIsNone(self.compute.image('gone'))
         self.assertEqual(2, self.requests.call_count)
         self.assertEqual('compute 2.35', self.requests.last_request.headers[
             'OpenStack-API-Version'])
@@ -165,10 +183,28 @@ class ComputeTest(base.TestCase):
         # What placement answers when reached instead of Nova.
         self.requests.get(ENDPOINT + '/images/i', status_code=404,
                           json={'errors': [{'status': 404}]})
-        error = self.assertRaises(exception.ServiceError,
-                                  self.compute.image_properties, 'i')
-        self.assertIn('unexpected answer (404 without itemNotFound): is '
-                      'this the compute API?', str(error))
+        self.requests.get(ENDPOINT + '/servers/s', status_code=404,
+                          json={'errors': [{'status': 404}]})
+        for call in (self.compute.image, self.compute.server):
+            error = self.assertRaises(exception.ServiceError, call, 'i'
+                                      if call == self.compute.image else 's')
+            self.assertIn('unexpected answer (404 without itemNotFound): '
+                          'is this the compute API?', str(error))
+
+    def test_server_or_none(self):
+        self.requests.get(ENDPOINT + '/servers/s', json={'server': {
+            'id': 's'}})
+        self.requests.get(ENDPOINT + '/servers/gone', status_code=404,
+                          json={'itemNotFound': {'code': 404}})
+        self.assertEqual({'id': 's'}, self.compute.server('s'))
+        self.assertIsNone(self.compute.server('gone'))
+
+    def test_servers_of_a_down_cell_are_no_error(self):
+        self.requests.get(
+            ENDPOINT + '/servers/detail?all_tenants=1&host=host1',
+            json={'servers': [{'id': 'a', 'status': 'UNKNOWN'}]})
+        self.assertEqual([], self.compute.servers_on_node('compute1',
+                                                          'host1'))
 
     def test_refused_action(self):
         self.requests.post(ENDPOINT + '/servers/s/action', status_code=409,

@@ -13,6 +13,7 @@
 import argparse
 
 import ddt
+import fixtures
 
 from nova_pcpu_ext import audit
 from nova_pcpu_ext.cmd import manage
@@ -36,29 +37,57 @@ class RatioOptionTest(base.TestCase):
 
 
 class FakePlacement(object):
+    """Where each server's resources are; ``ht`` is hyperthreaded."""
 
-    def __init__(self, after):
-        self.after = after
+    def __init__(self, compute):
+        self.compute = compute
 
-    def consumer_resources(self, uuid):
-        return self.after[uuid]
+    def consumer_allocations(self, uuid):
+        server = self.compute.servers[uuid]
+        return {server['OS-EXT-SRV-ATTR:host']: {'PCPU': 1}}
+
+    def traits(self, rp_uuid):
+        return ['HW_CPU_HYPERTHREADING'] if rp_uuid == 'ht' else []
 
 
 class FakeCompute(object):
-    """Moves servers to ``destinations``; refuses the ones not listed."""
+    """Servers on host ``ht`` that move to ``no-ht`` as Nova moves them.
 
-    def __init__(self, destinations):
-        self.destinations = destinations
-        self.moved = []
+    ``behaviour`` per server: ``refuse`` the move, ``stay`` busy, have
+    Nova ``auto-confirm`` a cold move first, ``explode``.
+    """
+
+    def __init__(self, statuses, behaviour=None):
+        self.servers = {uuid: {
+            'id': uuid, 'status': status, 'OS-EXT-STS:task_state': None,
+            'OS-EXT-SRV-ATTR:host': 'ht', 'flavor': {'extra_specs': {}}}
+            for uuid, status in statuses.items()}
+        self.behaviour = behaviour or {}
+        self.actions = []
 
     def action(self, uuid, body):
-        if uuid not in self.destinations:
-            raise exception.ActionRefused('os-migrateLive refused: no')
-        self.moved.append(uuid)
+        action = next(iter(body))
+        server, behaviour = self.servers[uuid], self.behaviour.get(uuid)
+        self.actions.append((uuid, action))
+        if action == 'confirmResize' and behaviour == 'auto-confirm':
+            server['status'] = server.pop('was')  # just before this call
+        if behaviour == 'refuse' or (action == 'confirmResize' and
+                                     server['status'] != 'VERIFY_RESIZE'):
+            raise exception.ActionRefused('%s refused: no' % action)
+        if behaviour == 'explode':
+            raise RuntimeError('boom')
+        if behaviour == 'stay':
+            server['OS-EXT-STS:task_state'] = 'migrating'
+        elif action == 'migrate':
+            server.update({'OS-EXT-SRV-ATTR:host': 'no-ht',
+                           'status': 'VERIFY_RESIZE', 'was': server['status']})
+        elif action == 'confirmResize':
+            server['status'] = server.pop('was')
+        else:
+            server['OS-EXT-SRV-ATTR:host'] = 'no-ht'
 
     def server(self, uuid):
-        return {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
-                'OS-EXT-SRV-ATTR:host': self.destinations.get(uuid, 'ht')}
+        return dict(self.servers[uuid])
 
     def action_error(self, uuid, action):
         return None
@@ -66,50 +95,122 @@ class FakeCompute(object):
 
 class HealerTest(base.TestCase):
 
-    def moves(self, *uuids):
-        found = [audit.IsolateServer(
-            {'id': uuid, 'OS-EXT-SRV-ATTR:host': 'ht'}, {}, 'flavor', 1,
-            legacy=False) for uuid in uuids]
-        return heal.plan(found, destinations=['no-ht'])
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.heal.POLL_INTERVAL', 0.01))
 
-    def run_moves(self, moves, destinations, after, **kwargs):
-        compute = FakeCompute(destinations)
-        heal.Healer(FakePlacement(after), compute, **kwargs).run(moves)
-        return compute, [(m.server, m.to_host, m.result) for m in moves]
+    def moves(self, compute, cold=False):
+        moves = []
+        for uuid, server in compute.servers.items():
+            found = audit.IsolateServer(
+                dict(server), {'uuid': 'ht', 'name': 'ht'}, 'flavor',
+                {'VCPU': 1}, legacy=False, dedicated=True)
+            moves.append(heal.Move(
+                uuid, 'ht', server['status'], 'VCPU:1', found=found,
+                how=heal.how_to_move(server['status'], cold),
+                result='planned'))
+        return moves
 
-    def test_healed_and_still_on_vcpu(self):
-        _compute, results = self.run_moves(
-            self.moves('a', 'b'), {'a': 'no-ht', 'b': 'no-ht'},
-            {'a': {'PCPU': 1}, 'b': {'VCPU': 1}}, continue_on_error=True)
-        self.assertEqual([
-            ('a', 'no-ht', 'healed'),
-            ('b', 'no-ht', 'failed: moved, but still consumes VCPU')],
-            results)
+    def run_moves(self, compute, cold=False, **kwargs):
+        moves = self.moves(compute, cold)
+        heal.Healer(FakePlacement(compute), compute, **kwargs).run(moves)
+        return [(m.server, m.to_host, m.result) for m in moves]
+
+    def test_each_state_moves_as_nova_allows_and_stays(self):
+        compute = FakeCompute({'active': 'ACTIVE', 'paused': 'PAUSED',
+                               'shutoff': 'SHUTOFF'})
+        self.assertEqual([('active', 'no-ht', 'healed'),
+                          ('paused', 'no-ht', 'healed'),
+                          ('shutoff', 'no-ht', 'healed')],
+                         self.run_moves(compute))
+        self.assertEqual([('active', 'os-migrateLive'),
+                          ('paused', 'os-migrateLive'),
+                          ('shutoff', 'migrate'),
+                          ('shutoff', 'confirmResize')], compute.actions)
+        self.assertEqual(['ACTIVE', 'PAUSED', 'SHUTOFF'],
+                         [s['status'] for s in compute.servers.values()])
+
+    def test_cold(self):
+        compute = FakeCompute({'active': 'ACTIVE'})
+        self.assertEqual([('active', 'no-ht', 'healed')],
+                         self.run_moves(compute, cold=True))
+        self.assertEqual(['migrate', 'confirmResize'],
+                         [action for _uuid, action in compute.actions])
+
+    def test_a_resize_nova_confirmed_first(self):
+        compute = FakeCompute({'a': 'SHUTOFF'}, {'a': 'auto-confirm'})
+        self.assertEqual([('a', 'no-ht', 'healed')], self.run_moves(compute))
 
     def test_first_failure_stops_the_rest(self):
-        compute, results = self.run_moves(
-            self.moves('refused', 'next'), {'next': 'no-ht'},
-            {'next': {'PCPU': 1}})
+        compute = FakeCompute({'refused': 'ACTIVE', 'next': 'ACTIVE'},
+                              {'refused': 'refuse'})
         self.assertEqual([
             ('refused', 'ht', 'failed, not moved: os-migrateLive refused: '
                               'no'),
             ('next', '', 'not started: an earlier move failed '
-                         '(--continue-on-error goes on)')], results)
-        self.assertEqual([], compute.moved)
+                         '(--continue-on-error goes on)')],
+            self.run_moves(compute))
 
     def test_continue_on_error(self):
-        compute, results = self.run_moves(
-            self.moves('refused', 'next'), {'next': 'no-ht'},
-            {'next': {'PCPU': 1}}, continue_on_error=True)
-        self.assertEqual('healed', results[1][2])
-        self.assertEqual(['next'], compute.moved)
+        compute = FakeCompute({'refused': 'ACTIVE', 'next': 'ACTIVE'},
+                              {'refused': 'refuse'})
+        results = self.run_moves(compute, continue_on_error=True)
+        self.assertEqual(('next', 'no-ht', 'healed'), results[1])
 
-    def test_no_destination_is_not_tried(self):
-        found = self.moves('a')[0]
-        moves = heal.plan([audit.IsolateServer(
-            {'id': 'a', 'OS-EXT-SRV-ATTR:host': 'ht'}, {}, 'flavor', 1,
-            legacy=True)], destinations=[])
-        compute, _results = self.run_moves(moves, {'a': 'no-ht'}, {})
-        self.assertEqual([], compute.moved)
-        self.assertEqual('planned', found.result)
-        self.assertTrue(moves[0].result.startswith('no eligible destination'))
+    def test_an_unexpected_error_is_a_row(self):
+        compute = FakeCompute({'a': 'ACTIVE', 'b': 'ACTIVE'},
+                              {'a': 'explode'})
+        self.assertEqual(
+            [('a', '', 'failed: unexpected error: RuntimeError: boom'),
+             ('b', '', 'not started: an earlier move failed '
+                       '(--continue-on-error goes on)')],
+            self.run_moves(compute))
+
+    def test_a_move_still_running_does_not_stop_the_run(self):
+        compute = FakeCompute({'slow': 'ACTIVE', 'next': 'ACTIVE'},
+                              {'slow': 'stay'})
+        self.assertEqual(
+            [('slow', 'ht', 'running: still ACTIVE (migrating) after 0 s; '
+                            'check it with openstack server show'),
+             ('next', 'no-ht', 'healed')],
+            self.run_moves(compute, timeout=0))
+
+    def test_changed_since_the_run_started(self):
+        compute = FakeCompute({'moved': 'ACTIVE', 'stopped': 'ACTIVE',
+                               'resized': 'ACTIVE', 'locked': 'ACTIVE'})
+        moves = self.moves(compute)
+        compute.servers['moved']['OS-EXT-SRV-ATTR:host'] = 'other'
+        compute.servers['stopped']['status'] = 'SHUTOFF'
+        compute.servers['resized']['flavor'] = {'extra_specs': {'x': 'y'}}
+        compute.servers['locked']['locked'] = True
+
+        heal.Healer(FakePlacement(compute), compute).run(moves)
+
+        self.assertEqual([
+            'skipped: moved to other since the run started',
+            'skipped: now SHUTOFF, was ACTIVE when the run started',
+            'skipped: resized since the run started',
+            'skipped: locked'], [m.result for m in moves])
+        self.assertEqual([], compute.actions)
+
+
+@ddt.ddt
+class MovableTest(base.TestCase):
+
+    @ddt.unpack
+    @ddt.data(('ACTIVE', False, heal.LIVE), ('ACTIVE', True, heal.COLD),
+              ('PAUSED', True, heal.LIVE), ('SHUTOFF', False, heal.COLD),
+              ('SUSPENDED', False, None), ('SHELVED_OFFLOADED', False, None),
+              ('RESCUE', False, None), ('ERROR', False, None))
+    def test_how_to_move(self, status, cold, how):
+        self.assertEqual(how, heal.how_to_move(status, cold))
+
+    @ddt.unpack
+    @ddt.data(({'status': 'ACTIVE'}, None),
+              ({'status': 'ACTIVE', 'locked': True}, 'locked'),
+              ({'status': 'ACTIVE', 'OS-EXT-STS:task_state': 'migrating'},
+               'task migrating in progress'),
+              ({'status': 'ERROR'}, 'ERROR servers cannot be migrated'))
+    def test_why_not_movable(self, server, why_not):
+        self.assertEqual(why_not, heal.why_not_movable(server))
