@@ -16,6 +16,8 @@ Every change is recorded so that activating twice changes nothing and
 :func:`deactivate` restores Nova exactly (tests rely on both).
 """
 
+import contextlib
+import os
 import sys
 import threading
 
@@ -94,9 +96,28 @@ def exit_on_error(activate):
     sys.exit('nova-pcpu-ext: %s' % message)
 
 
+@contextlib.contextmanager
+def _program_name(name):
+    """Run as program ``name``, in the directory of the running script.
+
+    oslo.config derives its default configuration files and directories
+    (``/etc/nova/<name>.conf.d`` and others) from ``sys.argv[0]``, and
+    oslo.messaging its RabbitMQ connection name and ``[oslo_messaging_rabbit]
+    processname``.
+    """
+    program = sys.argv[0]
+    sys.argv[0] = os.path.join(os.path.dirname(program), name)
+    try:
+        yield
+    finally:
+        sys.argv[0] = program
+
+
 def run_nova_service(nova_cmd, activate):
     """Run a Nova service with the plugins activated.
 
+    The service runs under Nova's program name (``nova.cmd.compute`` is
+    ``nova-compute``), so it reads the configuration Nova's reads.
     ``activate()`` is called right after Nova has parsed its configuration
     and logging is set up from it, before any service object is created.
 
@@ -117,6 +138,7 @@ def run_nova_service(nova_cmd, activate):
 
     config.parse_args = parse_args_then_activate
     try:
-        return nova_cmd.main()
+        with _program_name('nova-' + nova_cmd.__name__.rpartition('.')[2]):
+            return nova_cmd.main()
     finally:
         config.parse_args = parse_args

@@ -98,6 +98,35 @@ Related options:
 
 * ``report_client`` must be ``serialized``.
 """),
+    cfg.FloatOpt(
+        'provider_lock_timeout',
+        default=10.0,
+        min=0.0,
+        help="""
+Seconds a compute status change (enabling or disabling the compute service)
+waits for the lock of its provider tree before it updates the
+``COMPUTE_STATUS_DISABLED`` trait without the lock. ``0`` means wait as long
+as it takes.
+
+The ``serialized`` report client runs the resource tracker's whole periodic
+update under the tree lock, including its call to nova-conductor for the
+service record. With nova-conductor or the message broker in trouble, that
+update can hold the tree for up to ``[DEFAULT] rpc_response_timeout``; Nova
+without the ``serialized`` report client makes the status change at once.
+After this timeout the status change goes ahead as Nova alone does, and logs
+a warning naming the provider, the wait and the operation holding the tree.
+Should that operation's flush then undo the trait, the next periodic update
+re-syncs it from the service record. Every other operation keeps waiting for
+the lock.
+
+Changing this option takes effect when the service restarts.
+
+Related options:
+
+* ``provider_lock_warn_seconds``: a status change that waits longer than it
+  also logs the usual warning while it waits.
+* ``report_client`` must be ``serialized``.
+"""),
 ]
 
 request_filter_opts = [

@@ -67,6 +67,15 @@ _INVALIDATED_BY_NOVA = (
 )
 
 
+class TreeLockTimeout(Exception):
+    """A tree lock was not granted within the time given."""
+
+    def __init__(self, holder):
+        super().__init__('provider tree held by %s' % holder)
+        #: What the holding thread was doing.
+        self.holder = holder
+
+
 class _TreeLock(object):
     """A lock granted first come, first served.
 
@@ -81,25 +90,46 @@ class _TreeLock(object):
         #: What the holding thread is doing.
         self.operation = None
 
-    def acquire(self, operation, warn_after, warn):
+    def acquire(self, operation, warn_after, warn, timeout=None):
         """Take the lock; call ``warn(holder)`` once past ``warn_after``.
 
+        :param timeout: seconds to wait at most, or None for no limit.
         :returns: whether it warned.
+        :raises TreeLockTimeout: when ``timeout`` has passed.
         """
         me = object()
-        deadline = time.monotonic() + warn_after
-        warned = False
         with self._cond:
             self._queue.append(me)
-            while self._locked or self._queue[0] is not me:
-                if warned:
-                    self._cond.wait()
-                elif not self._cond.wait(max(0, deadline - time.monotonic())):
-                    warn(self.operation)
-                    warned = True
-            self._queue.popleft()
-            self._locked, self.operation = True, operation
+            try:
+                warned = self._wait_for_turn(me, warn_after, warn, timeout)
+                self._locked, self.operation = True, operation
+            finally:
+                self._leave_queue(me)
         return warned
+
+    def _wait_for_turn(self, me, warn_after, warn, timeout):
+        started = time.monotonic()
+        warned = False
+        while self._locked or self._queue[0] is not me:
+            waited = time.monotonic() - started
+            if timeout is not None and waited >= timeout:
+                raise TreeLockTimeout(self.operation)
+            if not warned and waited >= warn_after:
+                warn(self.operation)
+                warned = True
+            limits = [limit for limit in (timeout, warn_after)
+                      if limit is not None and limit > waited]
+            self._cond.wait(min(limits) - waited if limits else None)
+        return warned
+
+    def _leave_queue(self, me):
+        # NOTE: also when the wait raised (a timeout, GreenletExit, a
+        # signal handler's exception): a waiter left at the head of the
+        # queue would keep every later one waiting for ever.
+        first = self._queue[0] is me
+        self._queue.remove(me)
+        if first and not self._locked:
+            self._cond.notify_all()
 
     def release(self):
         with self._cond:
@@ -120,15 +150,19 @@ class ProviderLocks(object):
         self._guard = threading.Lock()
         self._locks = weakref.WeakValueDictionary()
         # per thread: .held, roots in the order taken; .deferred, calls
-        # waiting until the thread holds no tree
+        # waiting until the thread holds no tree; .unlocked, see unlocked()
         self._local = threading.local()
+
+    def _state(self):
+        """The calling thread's state, made on first use."""
+        local = self._local
+        if not hasattr(local, 'held'):
+            local.held, local.deferred, local.unlocked = [], [], False
+        return local
 
     def held(self):
         """Root UUIDs whose locks the calling thread holds."""
-        if not hasattr(self._local, 'held'):
-            self._local.held = []
-            self._local.deferred = []
-        return self._local.held
+        return self._state().held
 
     def holder(self, root_uuid):
         """The operation holding a tree's lock, or None."""
@@ -143,7 +177,7 @@ class ProviderLocks(object):
             return tree_lock
 
     @contextlib.contextmanager
-    def _hold_one(self, root_uuid, operation):
+    def _hold_one(self, root_uuid, operation, timeout):
         held = self.held()
         if root_uuid in held:
             yield
@@ -159,7 +193,8 @@ class ProviderLocks(object):
                                      'root': root_uuid, 'holder': holder})
 
         if tree_lock.acquire(operation,
-                             CONF.pcpu_ext.provider_lock_warn_seconds, warn):
+                             CONF.pcpu_ext.provider_lock_warn_seconds, warn,
+                             timeout):
             LOG.info('%(operation)s got provider tree %(root)s after '
                      '%(waited).1fs.', {'operation': operation,
                                         'root': root_uuid,
@@ -172,18 +207,41 @@ class ProviderLocks(object):
             tree_lock.release()
 
     @contextlib.contextmanager
-    def hold(self, root_uuids, operation):
-        """Hold the locks of these trees, taken in the global order."""
+    def hold(self, root_uuids, operation, timeout=None):
+        """Hold the locks of these trees, taken in the global order.
+
+        :param timeout: seconds to wait for each lock at most, or None.
+        :raises TreeLockTimeout: when a lock was not granted in time.
+        """
+        if self._state().unlocked:
+            yield
+            return
         try:
             with contextlib.ExitStack() as stack:
                 for root_uuid in sorted(set(root_uuids)):
-                    stack.enter_context(self._hold_one(root_uuid, operation))
+                    stack.enter_context(
+                        self._hold_one(root_uuid, operation, timeout))
                 yield
         finally:
             if not self.held():
                 deferred, self._local.deferred = self._local.deferred, []
                 for call in deferred:
                     call()
+
+    @contextlib.contextmanager
+    def unlocked(self):
+        """Let the calling thread, holding no tree, take no tree lock.
+
+        For an operation that gave up waiting for its tree: the report
+        client methods it calls take the tree's lock too and would wait
+        again.
+        """
+        state = self._state()
+        state.unlocked = True
+        try:
+            yield
+        finally:
+            state.unlocked = False
 
     def call_in_order(self, root_uuid, call):
         """Call ``call``, which takes one tree's lock, in the global order.
@@ -222,30 +280,63 @@ def serialize_status_update(stock):
     """Wrap ``ComputeVirtAPI.update_compute_provider_status``.
 
     The traits read-modify-write is one tree operation, and a generation
-    conflict is retried with a fresh read of the traits.
+    conflict is retried with a fresh read of the traits. After waiting
+    ``[pcpu_ext] provider_lock_timeout`` for the tree, the update runs
+    without tree locks, as in Nova: a status change is not held up for
+    long by a periodic update that is stuck, for example in a conductor
+    call.
     """
     @functools.wraps(stock)
     def update_compute_provider_status(self, context, rp_uuid, *args,
                                        **kwargs):
         client = self.reportclient
-        for attempt in range(1, STATUS_ATTEMPTS + 1):
-            with client.provider_lock(rp_uuid, 'compute status update'):
-                # Nova writes the traits back to the cache: after a cache
-                # clear, load the tree first. A provider missing from
-                # placement is left to Nova, which logs it; never create it.
-                if (not client._provider_tree.exists(rp_uuid) and
-                        client.get_providers_in_tree(context, rp_uuid)):
-                    client._ensure_resource_provider(context, rp_uuid)
-                try:
-                    return stock(self, context, rp_uuid, *args, **kwargs)
-                except nova_exception.ResourceProviderUpdateConflict:
-                    if attempt == STATUS_ATTEMPTS:
-                        raise
-                    LOG.info('Generation conflict updating the compute '
-                             'status trait of provider %s; retrying with '
-                             'fresh traits (attempt %d of %d).', rp_uuid,
-                             attempt + 1, STATUS_ATTEMPTS)
+        update = functools.partial(_update_status, stock, self, context,
+                                   rp_uuid, *args, **kwargs)
+        started = time.monotonic()
+        try:
+            with client.provider_lock(rp_uuid, 'compute status update',
+                                      CONF.pcpu_ext.provider_lock_timeout or
+                                      None):
+                return update()
+        except TreeLockTimeout as error:
+            # NOTE: raised by the wait for the lock only: update() waits
+            # for no lock with a timeout.
+            _log_status_lock_timeout(rp_uuid, started, error.holder)
+        with client.provider_locks.unlocked():
+            return update()
     return update_compute_provider_status
+
+
+def _update_status(stock, virtapi, context, rp_uuid, *args, **kwargs):
+    """Nova's compute status update, retried on a generation conflict."""
+    client = virtapi.reportclient
+    for attempt in range(1, STATUS_ATTEMPTS + 1):
+        # Nova writes the traits back to the cache: after a cache clear,
+        # load the tree first. A provider missing from placement is left
+        # to Nova, which logs it; never create it.
+        if (not client._provider_tree.exists(rp_uuid) and
+                client.get_providers_in_tree(context, rp_uuid)):
+            client._ensure_resource_provider(context, rp_uuid)
+        try:
+            return stock(virtapi, context, rp_uuid, *args, **kwargs)
+        except nova_exception.ResourceProviderUpdateConflict:
+            if attempt == STATUS_ATTEMPTS:
+                raise
+            LOG.info('Generation conflict updating the compute status '
+                     'trait of provider %s; retrying with fresh traits '
+                     '(attempt %d of %d).', rp_uuid, attempt + 1,
+                     STATUS_ATTEMPTS)
+
+
+def _log_status_lock_timeout(rp_uuid, started, holder):
+    LOG.warning('Compute status update of provider %(provider)s waited '
+                '%(waited).1fs for its provider tree, held by %(holder)s, '
+                'and goes ahead without the lock ([pcpu_ext] '
+                'provider_lock_timeout). Should that operation undo the '
+                'change, the next periodic resource update re-syncs the '
+                'trait from the service record.',
+                {'provider': rp_uuid, 'holder': holder,
+                 'waited': time.monotonic() - started})
 
 
 class SerializedReportClientMixin(plugins.ReportClientMixin):
@@ -297,16 +388,19 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
             return name_or_uuid
 
     @contextlib.contextmanager
-    def provider_lock(self, name_or_uuid, operation):
+    def provider_lock(self, name_or_uuid, operation, timeout=None):
         """Hold the lock of the tree of one provider.
 
         The lock is named by the tree's root UUID, whether the caller names
         the provider or a child by name or UUID. If the tree changed while
         waiting, the lock of the tree the provider is in now is taken.
+
+        :param timeout: seconds to wait at most, or None.
+        :raises TreeLockTimeout: when the lock was not granted in time.
         """
         root_uuid = self.root_of(name_or_uuid)
         while True:
-            with self.provider_locks.hold([root_uuid], operation):
+            with self.provider_locks.hold([root_uuid], operation, timeout):
                 current = self.root_of(name_or_uuid)
                 if current == root_uuid:
                     yield
@@ -328,9 +422,13 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
     # Cache-wide: each tree in turn, so no flush loses its tree midway.
 
     def clear_provider_cache(self, init=False, *args, **kwargs):
-        if init:
+        # NOTE: Nova's constructor makes the cache with init=True; so does
+        # rebuilding the placement session later (safe_connect on
+        # EndpointNotFound), which must not swap the cache under a flush.
+        if getattr(self, '_provider_tree', None) is None:
             return super().clear_provider_cache(init, *args, **kwargs)
-        LOG.info("Clearing the report client's provider cache.")
+        if not init:
+            LOG.info("Clearing the report client's provider cache.")
         for root in list(self._provider_tree.roots):
             # NOTE: called inside a flush (a failed reshape), the trees this
             # thread does not hold are cleared once it holds none.

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 
 import fixtures
@@ -37,16 +38,17 @@ class _ScriptTestBase(testtools.TestCase):
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.log_file = os.path.join(self.dir, 'service.log')
 
-    def _command(self, name, nova_conf, eventlet):
+    def _command(self, name, nova_conf, eventlet, environ=None):
         path = os.path.join(self.dir, 'nova.conf')
         with open(path, 'w') as conf:
             conf.write(nova_conf)
         env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING=(
-            '0' if eventlet else '1'))
+            '0' if eventlet else '1'), **(environ or {}))
         return [os.path.join(BIN, name), '--config-file', path], env
 
-    def run_script(self, name, *args, nova_conf='', eventlet=False):
-        command, env = self._command(name, nova_conf, eventlet)
+    def run_script(self, name, *args, nova_conf='', eventlet=False,
+                   environ=None):
+        command, env = self._command(name, nova_conf, eventlet, environ)
         return subprocess.run(
             command + list(args), capture_output=True, text=True,
             timeout=120, env=env, stdin=subprocess.DEVNULL)
@@ -182,6 +184,40 @@ class ServiceStartTest(testscenarios.WithScenarios, _ScriptTestBase):
             'WARNING nova_pcpu_ext.allocation_ratios [-] [DEFAULT] '
             'cpu_allocation_ratio = 0.0 means unset: the default applies.'),
             log)
+
+    def _home_with_config_dirs(self, option, *programs):
+        """A home whose ``~/.nova/<program>.conf.d`` set ``option``.
+
+        To ``from_<program>``, so that the value tells which was read.
+        """
+        home = tempfile.mkdtemp(dir=self.dir)
+        for program in programs:
+            conf_d = os.path.join(home, '.nova', program + '.conf.d')
+            os.makedirs(conf_d)
+            with open(os.path.join(conf_d, 'pcpu-ext.conf'), 'w') as conf:
+                conf.write('[pcpu_ext]\n%s = from_%s\n' % (
+                    option, program.replace('-', '_')))
+        return home
+
+    def test_reads_the_config_directories_of_nova(self):
+        """oslo.config's default directories for nova-compute, not ours.
+
+        Searched in ``~/.nova/`` first; named after the program.
+        """
+        for service, option, namespace, installed in (
+                ('compute', 'resource_tracker_mixins',
+                 'nova_pcpu_ext.resource_tracker', 'allocation_ratios'),
+                ('scheduler', 'request_filters',
+                 'nova_pcpu_ext.request_filters', 'isolate_vcpu_fallback')):
+            home = self._home_with_config_dirs(
+                option, 'nova-' + service, 'nova-pcpu-ext-' + service)
+            result = self.run_script(
+                'nova-pcpu-ext-' + service, eventlet=self.eventlet,
+                environ={'HOME': home})
+            self.assertStopsWith(
+                result, '[pcpu_ext] %s: unknown plugin from_nova_%s; '
+                'installed in %s: %s' % (option, service, namespace,
+                                         installed))
 
     def _assert_error_once_in_log(self, result):
         self.assertStopsWith(result, BAD_REQUEST_FILTER)

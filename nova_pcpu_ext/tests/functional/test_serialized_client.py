@@ -184,6 +184,131 @@ class SerializedFaultTest(_RaceTestBase):
         self._then_next_periodic_repairs()
 
 
+class _SessionRebuildTest(_RaceTestBase):
+    """Nova rebuilds its placement session when the endpoint is not found.
+
+    ``safe_connect`` then makes a new client, which clears the provider
+    cache (``clear_provider_cache(init=True)``), here while the periodic
+    update is in the middle of its flush.
+    """
+
+    def rebuild_during_flush(self):
+        """:returns: whether the rebuild finished before the flush."""
+        stock_get = self.client.get
+        endpoint_lost = threading.local()
+
+        def get(url, *args, **kwargs):
+            if getattr(endpoint_lost, 'now', False):
+                raise ks_exc.EndpointNotFound()
+            return stock_get(url, *args, **kwargs)
+
+        def lose_endpoint():
+            endpoint_lost.now = True
+            self.client._get_resource_provider(
+                nova_context.get_admin_context(), self.rp_uuid)
+
+        self.useFixture(fixtures.MockPatchObject(self.client, 'get', get))
+        gate = base.Gate(self, self.client, 'set_inventory_for_provider')
+        periodic = self.in_thread(self.periodic)
+        self.assertTrue(gate.reached.wait(base.TIMEOUT))
+        rebuild = self.in_thread(lose_endpoint)
+        rebuild.join(1)
+        rebuild_done_first = not rebuild.is_alive()
+        gate.release.set()
+        self.join(periodic, rebuild)
+        self.assertIn('The placement API endpoint was not found.',
+                      self.stdlog.logger.output)
+        return rebuild_done_first
+
+
+class StockSessionRebuildTest(_SessionRebuildTest):
+    extension = False
+
+    def test_bug_rebuild_during_flush_breaks_periodic(self):
+        self.assertTrue(self.rebuild_during_flush())
+        self.assertIn('No such provider', self.stdlog.logger.output)
+
+
+class SerializedSessionRebuildTest(_SessionRebuildTest):
+
+    def test_rebuild_during_flush_waits_and_tree_is_rebuilt(self):
+        cache = self.client._provider_tree
+
+        self.assertFalse(self.rebuild_during_flush(),
+                         'the rebuild did not wait for the flush')
+
+        self.assertNotIn('No such provider', self.stdlog.logger.output)
+        self.assertPeriodicSucceeded()
+        self.assertIs(cache, self.client._provider_tree)
+        self.assertFalse(self.client._provider_tree.exists(self.rp_uuid))
+        self.periodic()
+        self.assertCacheMatchesPlacement()
+
+
+class _StuckConductorTest(_RaceTestBase):
+    """A disable while the periodic update waits for nova-conductor.
+
+    The update holds its tree from snapshot to flush; its conductor call
+    (the service record, for the status trait) is where a stuck conductor
+    or message broker holds it.
+    """
+
+    LOCK_TIMEOUT = 2.0
+
+    def setUp(self):
+        super().setUp()
+        self.flags(provider_lock_timeout=self.LOCK_TIMEOUT, group='pcpu_ext')
+
+    def disable_behind_stuck_periodic(self):
+        """:returns: seconds the disable took; the periodic is still held."""
+        conductor = base.Gate(self, self.compute.manager.rt,
+                              '_sync_compute_service_disabled_trait')
+        periodic = self.in_thread(self.periodic)
+        self.assertTrue(conductor.reached.wait(base.TIMEOUT))
+
+        started = time.monotonic()
+        disable = self.in_thread(self.disable_service)
+        disable.join(base.TIMEOUT / 2)
+        took = time.monotonic() - started
+        self.assertFalse(disable.is_alive(),
+                         'the disable waited for the stuck periodic update')
+        self.assertFalse(conductor.returned.is_set())
+        self.assertIn(DISABLED, self.traits(self.rp_uuid))
+
+        conductor.release.set()
+        self.join(periodic, disable)
+        self.assertPeriodicSucceeded()
+        # NOTE: the conductor answers after the disable: the periodic update
+        # reads the service as disabled and keeps the trait.
+        self.assertIn(DISABLED, self.traits(self.rp_uuid))
+        self.assertCacheMatchesPlacement()
+        return took
+
+
+class StockStuckConductorTest(_StuckConductorTest):
+    extension = False
+
+    def test_disable_does_not_wait(self):
+        took = self.disable_behind_stuck_periodic()
+        self.assertLess(took, self.LOCK_TIMEOUT)
+
+
+class SerializedStuckConductorTest(_StuckConductorTest):
+
+    def test_disable_waits_provider_lock_timeout_at_most(self):
+        took = self.disable_behind_stuck_periodic()
+
+        self.assertGreaterEqual(took, self.LOCK_TIMEOUT)
+        self.assertLess(took, self.LOCK_TIMEOUT + 5)
+        log = self.stdlog.logger.output
+        self.assertIn(
+            'Compute status update of provider %s waited %.1fs for its '
+            'provider tree, held by resource tracker update of compute1, '
+            'and goes ahead without the lock' % (self.rp_uuid,
+                                                 self.LOCK_TIMEOUT), log)
+        self.assertEqual(1, log.count('goes ahead without the lock'))
+
+
 class SerializedStressTest(_RaceTestBase):
     """Periodic updates and status changes of one tree lose nothing.
 

@@ -73,8 +73,8 @@ SerializedClient = activation.compose(
 class GlobalLocks(serialized_client.ProviderLocks):
     """Every tree behind one lock: the simple alternative."""
 
-    def _hold_one(self, root_uuid, operation):
-        return super()._hold_one('all', operation)
+    def _hold_one(self, root_uuid, operation, timeout=None):
+        return super()._hold_one('all', operation, timeout)
 
 
 def status_calls(nodes):

@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import sys
 import types
 
 import fixtures
@@ -161,7 +162,8 @@ class RunNovaServiceTest(base.TestCase):
             'nova_pcpu_ext.activation.logging.setup',
             side_effect=lambda conf, product: calls.append(
                 'logging setup of %s' % product)))
-        return types.SimpleNamespace(config=config, main=main)
+        return types.SimpleNamespace(__name__='nova.cmd.compute',
+                                     config=config, main=main)
 
     def test_activates_after_parse_and_logging_before_service(self):
         calls = []
@@ -169,6 +171,19 @@ class RunNovaServiceTest(base.TestCase):
                                     lambda: calls.append('activate'))
         self.assertEqual(['parse_args', 'logging setup of nova', 'activate',
                           'main'], calls)
+
+    def test_runs_under_nova_program_name(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'sys.argv', ['/venv/bin/nova-pcpu-ext-compute', '--debug']))
+        nova_cmd = self._nova_cmd([])
+        argv = []
+        nova_cmd.main = lambda: argv.append(list(sys.argv))
+
+        activation.run_nova_service(nova_cmd, lambda: None)
+
+        self.assertEqual([['/venv/bin/nova-compute', '--debug']], argv)
+        self.assertEqual(['/venv/bin/nova-pcpu-ext-compute', '--debug'],
+                         sys.argv)
 
     def test_activation_error_exits_with_message(self):
         def activate():

@@ -129,6 +129,8 @@ class AppendedParameterTest(base.TestCase):
             elif name == 'delete_resource_provider':
                 args = ('ctxt', node)
             elif name == 'clear_provider_cache':
+                # The constructor's call, the one Nova's method makes.
+                client._provider_tree = None
                 args = (True,)
             elif name in ('_clear_provider_cache_for_tree',
                           'invalidate_resource_provider'):
@@ -153,8 +155,8 @@ class AppendedParameterTest(base.TestCase):
             provider_locks=serialized_client.ProviderLocks())
         client._provider_tree.new_root('node1', 'uuid1')
         client.root_of = lambda uuid: uuid
-        client.provider_lock = lambda uuid, operation: (
-            client.provider_locks.hold([uuid], operation))
+        client.provider_lock = lambda uuid, operation, timeout=None: (
+            client.provider_locks.hold([uuid], operation, timeout))
         owner = types.SimpleNamespace(reportclient=client)
         node = types.SimpleNamespace(uuid='uuid1',
                                      hypervisor_hostname='node1')

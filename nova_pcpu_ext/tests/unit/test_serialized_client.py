@@ -15,10 +15,24 @@ import subprocess
 import sys
 import threading
 import time
+from unittest import mock
 import weakref
 
+from nova.scheduler.client import report
+
+from nova_pcpu_ext import activation
 from nova_pcpu_ext import serialized_client
 from nova_pcpu_ext.tests.unit import base
+
+
+class Interrupted(BaseException):
+    """Raised into a wait, as GreenletExit or KeyboardInterrupt are."""
+
+
+def wait_until(condition, seconds=5):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 class ProviderLocksTest(base.TestCase):
@@ -58,7 +72,9 @@ class ProviderLocksTest(base.TestCase):
             with self.locks.hold([root], operation):
                 acquired.append(operation)
 
-        thread = threading.Thread(target=hold)
+        # NOTE: a daemon, so that a waiter stuck by a bug fails its test
+        # without hanging the test run.
+        thread = threading.Thread(target=hold, daemon=True)
         thread.start()
         self.addCleanup(thread.join, 10)
         return thread
@@ -134,6 +150,196 @@ class ProviderLocksTest(base.TestCase):
         calls = []
         self.locks.call_in_order('a', lambda: calls.append('a'))
         self.assertEqual(['a'], calls)
+
+    def _interrupt_first_wait(self, tree_lock):
+        """The first wait raises once woken, after letting others run."""
+        stock_wait = tree_lock._cond.wait
+        interrupted = []
+
+        def wait(timeout=None):
+            if interrupted:
+                return stock_wait(timeout)
+            interrupted.append(threading.current_thread())
+            stock_wait(timeout)
+            # NOTE: the other waiters, woken too, check the queue meanwhile
+            # and wait again.
+            stock_wait(0.2)
+            raise Interrupted()
+
+        tree_lock._cond.wait = wait
+        return interrupted
+
+    def test_interrupted_waiter_leaves_the_queue(self):
+        release = self._holder('a', 'periodic')
+        tree_lock = self.locks._lock('a')
+        self._interrupt_first_wait(tree_lock)
+        outcomes = []
+
+        def interrupted_waiter():
+            try:
+                with self.locks.hold(['a'], 'interrupted'):
+                    outcomes.append('interrupted got the lock')
+            except Interrupted:
+                outcomes.append('interrupted')
+
+        waiter = threading.Thread(target=interrupted_waiter)
+        waiter.start()
+        self.addCleanup(waiter.join, 10)
+        wait_until(lambda: len(tree_lock._queue) == 1)
+        next_waiter = self._waiter('a', 'status', outcomes)
+        wait_until(lambda: len(tree_lock._queue) == 2)
+        release.set()
+
+        next_waiter.join(5)
+        self.assertFalse(next_waiter.is_alive(),
+                         'the next waiter waits for ever')
+        self.assertEqual(['interrupted', 'status'], outcomes)
+        self.assertEqual(0, len(tree_lock._queue))
+
+    def test_wait_gives_up_after_timeout(self):
+        release = self._holder('a', 'periodic')
+        tree_lock = self.locks._lock('a')
+        started = time.monotonic()
+
+        def hold():
+            with self.locks.hold(['a'], 'status', timeout=0.2):
+                pass
+
+        error = self.assertRaises(serialized_client.TreeLockTimeout, hold)
+        self.assertGreaterEqual(time.monotonic() - started, 0.2)
+        self.assertEqual('periodic', error.holder)
+        self.assertEqual(0, len(tree_lock._queue))
+        self.assertEqual([], self.locks.held())
+        release.set()
+        acquired = []
+        self._waiter('a', 'next', acquired).join(5)
+        self.assertEqual(['next'], acquired)
+
+    def test_unlocked_thread_takes_no_lock(self):
+        self._holder('a', 'periodic')
+        with self.locks.unlocked():
+            with self.locks.hold(['a'], 'fall-back'):
+                self.assertEqual('periodic', self.locks.holder('a'))
+                self.assertEqual([], self.locks.held())
+        self.assertRaises(serialized_client.TreeLockTimeout,
+                          self.locks.hold(['a'], 'locked again',
+                                          timeout=0.1).__enter__)
+
+
+class SerializedClientTest(base.TestCase):
+    """The mixin composed with Nova's report client; no placement."""
+
+    def setUp(self):
+        super().setUp()
+        composed = activation.compose(
+            report.SchedulerReportClient,
+            [serialized_client.SerializedReportClientMixin])
+        self.client = composed(adapter=mock.Mock())
+        self.client._provider_tree.new_root('node-a', 'a')
+        self.client._provider_tree.new_root('node-b', 'b')
+
+    def _holding(self, root, work):
+        """In a thread: hold ``root``, wait for ``go``, then ``work()``."""
+        holding, go = threading.Event(), threading.Event()
+        errors = []
+
+        def hold():
+            with self.client.provider_lock(root, 'provider tree flush'):
+                holding.set()
+                go.wait(10)
+                try:
+                    work()
+                except Exception as error:
+                    errors.append(error)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(go.set)
+        self.assertTrue(holding.wait(10))
+        return go, thread, errors
+
+    def test_session_rebuild_waits_for_the_holder(self):
+        cache = self.client._provider_tree
+        seen = []
+
+        def write_then_read():
+            self.client._provider_tree.update_traits('a', ['CUSTOM_X'])
+            seen.append(self.client._provider_tree.data('a').traits)
+
+        go, holder, errors = self._holding('a', write_then_read)
+        rebuild = threading.Thread(target=self.client._create_client)
+        rebuild.start()
+        self.addCleanup(rebuild.join, 10)
+        tree_lock = self.client.provider_locks._lock('a')
+        wait_until(lambda: len(tree_lock._queue) == 1)
+        go.set()
+        holder.join(5)
+        rebuild.join(5)
+
+        self.assertEqual([], errors)
+        self.assertEqual([{'CUSTOM_X'}], seen)
+        self.assertIs(cache, self.client._provider_tree)
+        self.assertEqual([], list(self.client._provider_tree.roots))
+
+    def test_session_rebuild_in_a_flush_keeps_the_order(self):
+        with self.client.provider_lock('b', 'provider tree flush'):
+            self.client.clear_provider_cache(init=True)
+            self.assertFalse(self.client._provider_tree.exists('b'))
+            self.assertTrue(self.client._provider_tree.exists('a'))
+        self.assertFalse(self.client._provider_tree.exists('a'))
+
+    def _status_update(self, calls):
+        def stock(virtapi, context, rp_uuid, enabled):
+            # NOTE: as Nova's, through a report client method that takes
+            # the tree lock.
+            with self.client.provider_lock(rp_uuid, 'traits update'):
+                calls.append(self.client.provider_locks.holder(rp_uuid))
+
+        virtapi = mock.Mock(reportclient=self.client)
+        return lambda: serialized_client.serialize_status_update(stock)(
+            virtapi, 'ctxt', 'a', False)
+
+    def test_status_update_gives_up_after_timeout(self):
+        self.flags(provider_lock_timeout=0.3)
+        go, holder, _ = self._holding('a', lambda: None)
+        invalidation = threading.Thread(
+            target=self.client.invalidate_resource_provider, args=('a',))
+        invalidation.start()
+        self.addCleanup(invalidation.join, 10)
+        tree_lock = self.client.provider_locks._lock('a')
+        wait_until(lambda: len(tree_lock._queue) == 1)
+        calls = []
+
+        started = time.monotonic()
+        self._status_update(calls)()
+        waited = time.monotonic() - started
+
+        self.assertGreaterEqual(waited, 0.3)
+        self.assertLess(waited, 5)
+        self.assertEqual(['provider tree flush'], calls)
+        self.assertIn('Compute status update of provider a waited 0.3s for '
+                      'its provider tree, held by provider tree flush, and '
+                      'goes ahead without the lock ([pcpu_ext] '
+                      'provider_lock_timeout). Should that operation undo '
+                      'the change, the next periodic resource update '
+                      're-syncs the trait from the service record.',
+                      self.logger.output)
+        self.assertTrue(invalidation.is_alive(),
+                        'the other waiter gave up too')
+        go.set()
+        holder.join(5)
+        invalidation.join(5)
+        self.assertFalse(self.client._provider_tree.exists('a'))
+
+    def test_status_update_timeout_zero_waits(self):
+        self.flags(provider_lock_timeout=0)
+        go, holder, _ = self._holding('a', lambda: None)
+        threading.Timer(0.5, go.set).start()
+        calls = []
+        self._status_update(calls)()
+        self.assertEqual(['compute status update'], calls)
+        self.assertNotIn('without the lock', self.logger.output)
 
 
 class OsloFairLockTest(base.TestCase):
