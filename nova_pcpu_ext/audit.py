@@ -269,7 +269,7 @@ def isolate_reason(server, compute):
     pinned = (_policy(specs, properties, 'cpu_policy') or
               properties.get('hw_cpu_thread_policy'))
     # NOTE: both are ISO 8601 UTC timestamps of the Compute API.
-    if pinned and image.get('updated', '') > server.get('created', ''):
+    if pinned and (image.get('updated') or '') > server['created']:
         return reason, 'image %s changed after the server was created' % (
             image['id'])
     return reason, ''

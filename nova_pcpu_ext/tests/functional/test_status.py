@@ -16,10 +16,13 @@ from nova_pcpu_ext.tests.functional import base  # noqa: F401  isort:skip
 
 import datetime
 import json
+import os
 import socket
 import subprocess
+import sys
 
 import ddt
+import fixtures
 from nova.tests import fixtures as nova_fixtures
 import testtools
 
@@ -44,6 +47,7 @@ CHECKS = ('Configuration', 'Placement allocation ratios',
 def check(status, **kwargs):
     """Exit code and ``{check: (result, details)}`` of a JSON run."""
     result = status('upgrade', 'check', '--json', **kwargs)
+    status.test.assertTrue(result.stdout, result.stderr)
     checks = json.loads(result.stdout)['checks']
     return result.returncode, {c['check']: (c['result'], c['details'])
                                for c in checks}
@@ -73,9 +77,34 @@ class ConfigurationCheckTest(testtools.TestCase):
 
         self.assertEqual(1, missing[0])
         self.assertIn('available_filters lacks nova_pcpu_ext.scheduler.'
-                      'activate and no nova-pcpu-ext-scheduler runs on this '
-                      'host', missing[1])
+                      'activate and no scheduler on this host runs '
+                      'nova_pcpu_ext.cmd.scheduler', missing[1])
         self.assertEqual((0, None), with_command)
+
+    def start_script(self, name, imports):
+        """A process running script ``name`` whose text imports ``imports``.
+
+        The console script's command line, as a deployment's
+        ``nova-scheduler`` has it: the interpreter, then the script.
+        """
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, name)
+        with open(path, 'w') as script:
+            script.write('#!%s\n# from %s import main\nimport time\n'
+                         'time.sleep(60)\n' % (sys.executable, imports))
+        os.chmod(path, 0o755)
+        process = subprocess.Popen([path])
+        self.addCleanup(process.wait)
+        self.addCleanup(process.kill)
+
+    def test_nova_scheduler_running_the_extension(self):
+        """The image of the kolla recipe: nova-scheduler runs ours."""
+        self.start_script('nova-scheduler', 'nova.cmd.scheduler')
+        stock = self.check('')
+        self.start_script('nova-scheduler', 'nova_pcpu_ext.cmd.scheduler')
+        swapped = self.check('')
+
+        self.assertEqual(1, stock[0])
+        self.assertEqual((0, None), swapped)
 
     @ddt.unpack
     @ddt.data(

@@ -259,7 +259,9 @@ class IsolateReasonTest(base.TestCase):
               'changed': image('changed', updated='2026-07-01T00:00:00Z',
                                hw_cpu_thread_policy='isolate'),
               'plain-changed': image('plain-changed',
-                                     updated='2026-07-01T00:00:00Z')}
+                                     updated='2026-07-01T00:00:00Z'),
+              'undated': image('undated', updated=None,
+                               hw_cpu_thread_policy='isolate')}
 
     @ddt.unpack
     @ddt.data(
@@ -280,6 +282,8 @@ class IsolateReasonTest(base.TestCase):
           'image changed changed after the server was created')),
         ({'hw:cpu_policy': 'dedicated'}, 'plain-changed',
          ('', 'image plain-changed changed after the server was created')),
+        ({'hw:cpu_policy': 'dedicated'}, 'undated',
+         ('image hw_cpu_thread_policy=isolate', '')),
         # A server pinned by nothing is not unsure of its thread policy.
         ({}, 'plain-changed', ('', '')),
         ({'hw:cpu_policy': 'dedicated',
