@@ -98,12 +98,10 @@ def exit_on_error(activate):
 
 @contextlib.contextmanager
 def _program_name(name):
-    """Run as program ``name``, in the directory of the running script.
+    """Be program ``name``, in the directory of the running script.
 
     oslo.config derives its default configuration files and directories
-    (``/etc/nova/<name>.conf.d`` and others) from ``sys.argv[0]``, and
-    oslo.messaging its RabbitMQ connection name and ``[oslo_messaging_rabbit]
-    processname``.
+    (``/etc/nova/<name>.conf.d`` and others) from ``sys.argv[0]``.
     """
     program = sys.argv[0]
     sys.argv[0] = os.path.join(os.path.dirname(program), name)
@@ -116,19 +114,25 @@ def _program_name(name):
 def run_nova_service(nova_cmd, activate):
     """Run a Nova service with the plugins activated.
 
-    The service runs under Nova's program name (``nova.cmd.compute`` is
-    ``nova-compute``), so it reads the configuration Nova's reads.
-    ``activate()`` is called right after Nova has parsed its configuration
-    and logging is set up from it, before any service object is created.
+    The configuration is parsed under Nova's program name
+    (``nova.cmd.compute`` is ``nova-compute``), so the service reads the
+    configuration Nova's reads. ``activate()`` is called right after Nova
+    has parsed its configuration and logging is set up from it, before any
+    service object is created.
 
     :param nova_cmd: a ``nova.cmd.*`` module; importing it has already
         applied Nova's concurrency set-up.
     """
     config = nova_cmd.config
     parse_args = config.parse_args
+    program = 'nova-' + nova_cmd.__name__.rpartition('.')[2]
 
     def parse_args_then_activate(*args, **kwargs):
-        parse_args(*args, **kwargs)
+        # NOTE: for the parsing only: the process title Nova's launcher
+        # sets from sys.argv keeps naming the script that runs, which is
+        # how nova-pcpu-ext-status finds the extension's scheduler.
+        with _program_name(program):
+            parse_args(*args, **kwargs)
         # NOTE: Nova's main() sets up logging right after parsing; doing it
         # here first sends the activation messages and errors where the
         # operator reads the service's log. Nova's second set-up replaces
@@ -138,7 +142,6 @@ def run_nova_service(nova_cmd, activate):
 
     config.parse_args = parse_args_then_activate
     try:
-        with _program_name('nova-' + nova_cmd.__name__.rpartition('.')[2]):
-            return nova_cmd.main()
+        return nova_cmd.main()
     finally:
         config.parse_args = parse_args

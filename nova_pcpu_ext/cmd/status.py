@@ -23,6 +23,7 @@ credentials of nova.conf's ``[placement]``; nothing is written.
 """
 
 import os
+import re
 
 import nova.conf
 from oslo_config import cfg
@@ -41,21 +42,66 @@ PROG = 'nova-pcpu-ext-status'
 MANAGE = 'nova-pcpu-ext-manage'
 ACTIVATE_SCHEDULER = 'nova_pcpu_ext.scheduler.activate'
 SCHEDULER_COMMAND = 'nova-pcpu-ext-scheduler'
+#: What every console script running the extension's scheduler imports.
+SCHEDULER_ENTRY_POINT = 'nova_pcpu_ext.cmd.scheduler'
+#: ``nova-scheduler: master process [/path/to/nova-scheduler --config-file
+#: ...]``, cotyledon's title of a service's master process.
+MASTER_TITLE = re.compile(r': master process \[(\S+)')
 
 CODES = {audit.WARNING: upgradecheck.Code.WARNING,
          audit.FAILURE: upgradecheck.Code.FAILURE}
 
 
+def _script_text(pid, path):
+    """The start of the script file ``path`` as process ``pid`` sees it.
+
+    Through ``/proc/<pid>/root`` (or ``cwd`` for a relative path), so that
+    a process in a container is judged by the container's files.
+    """
+    base = 'root' if os.path.isabs(path) else 'cwd'
+    try:
+        with open(os.path.join('/proc', pid, base, path.lstrip('/')),
+                  errors='replace') as script:
+            return script.read(4096)
+    except OSError:
+        return ''  # gone meanwhile, not ours to read, or not a file
+
+
+def _scripts(argv):
+    """Where the script a command line runs may be named.
+
+    The script itself, or an interpreter running it; or, for the master
+    process of a service with workers in Nova's threading mode, the start
+    of the command line in the title cotyledon gave it.
+    """
+    title = MASTER_TITLE.search(argv[0])
+    return [title.group(1)] if title else argv[:2]
+
+
+def _runs_extension_scheduler(pid, argv):
+    """Whether a command line runs the extension's scheduler.
+
+    As ``nova-pcpu-ext-scheduler``, or as a ``nova-scheduler`` console
+    script that calls it (the image of the kolla recipe).
+    """
+    for arg in _scripts(argv):
+        name = os.path.basename(arg)
+        if name == SCHEDULER_COMMAND:
+            return True
+        if name == 'nova-scheduler':
+            return SCHEDULER_ENTRY_POINT in _script_text(pid, arg)
+    return False
+
+
 def _scheduler_command_runs():
-    """Whether a nova-pcpu-ext-scheduler process runs on this host."""
+    """Whether a process on this host runs the extension's scheduler."""
     for pid in filter(str.isdigit, os.listdir('/proc')):
         try:
             with open('/proc/%s/cmdline' % pid, 'rb') as cmdline:
                 argv = cmdline.read().decode(errors='replace').split('\0')
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        # The script itself, or an interpreter running it.
-        if SCHEDULER_COMMAND in map(os.path.basename, argv[:2]):
+        if _runs_extension_scheduler(pid, argv):
             return True
     return False
 
@@ -73,10 +119,10 @@ def config_problem():
             not _scheduler_command_runs()):
         return (audit.WARNING,
                 '[pcpu_ext] request_filters are set but [filter_scheduler] '
-                'available_filters lacks %s and no %s runs on this host: '
-                'add the entry on scheduler hosts, or run the scheduler as '
-                '%s, or the request filters never run.' % (
-                    ACTIVATE_SCHEDULER, SCHEDULER_COMMAND,
+                'available_filters lacks %s and no scheduler on this host '
+                'runs %s: add the entry on scheduler hosts, or run the '
+                'scheduler as %s, or the request filters never run.' % (
+                    ACTIVATE_SCHEDULER, SCHEDULER_ENTRY_POINT,
                     SCHEDULER_COMMAND))
     return None
 

@@ -81,30 +81,57 @@ class ConfigurationCheckTest(testtools.TestCase):
                       'nova_pcpu_ext.cmd.scheduler', missing[1])
         self.assertEqual((0, None), with_command)
 
-    def start_script(self, name, imports):
-        """A process running script ``name`` whose text imports ``imports``.
-
-        The console script's command line, as a deployment's
-        ``nova-scheduler`` has it: the interpreter, then the script.
-        """
+    def script(self, name, imports):
+        """A script file ``name`` whose text imports ``imports``."""
         path = os.path.join(self.useFixture(fixtures.TempDir()).path, name)
         with open(path, 'w') as script:
-            script.write('#!%s\n# from %s import main\nimport time\n'
+            script.write('#!%s\n# from %s import main\nimport sys\n'
+                         'print("ready", flush=True)\nimport time\n'
                          'time.sleep(60)\n' % (sys.executable, imports))
         os.chmod(path, 0o755)
-        process = subprocess.Popen([path])
+        return path
+
+    def start(self, *command):
+        process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                   text=True)
         self.addCleanup(process.wait)
         self.addCleanup(process.kill)
+        return process
+
+    def assertRecognised(self, start_scheduler):
+        """Stock first: only the extension's scheduler clears the warning.
+
+        ``start_scheduler(imports)`` starts a ``nova-scheduler`` whose
+        script imports ``imports``.
+        """
+        start_scheduler('nova.cmd.scheduler')
+        self.assertEqual(1, self.check('')[0])
+        start_scheduler('nova_pcpu_ext.cmd.scheduler')
+        self.assertEqual((0, None), self.check(''))
 
     def test_nova_scheduler_running_the_extension(self):
-        """The image of the kolla recipe: nova-scheduler runs ours."""
-        self.start_script('nova-scheduler', 'nova.cmd.scheduler')
-        stock = self.check('')
-        self.start_script('nova-scheduler', 'nova_pcpu_ext.cmd.scheduler')
-        swapped = self.check('')
+        """The image of the kolla recipe: nova-scheduler runs ours.
 
-        self.assertEqual(1, stock[0])
-        self.assertEqual((0, None), swapped)
+        The console script's command line: the interpreter, then the
+        script.
+        """
+        def start_scheduler(imports):
+            process = self.start(self.script('nova-scheduler', imports))
+            self.assertEqual('ready\n', process.stdout.readline())
+
+        self.assertRecognised(start_scheduler)
+
+    def test_scheduler_master_process_title(self):
+        """Nova's threading mode with workers retitles the master process.
+
+        cotyledon's title, with the start of the command line.
+        """
+        def start_scheduler(imports):
+            title = 'nova-scheduler: master process [%s --config-file x]' % (
+                self.script('nova-scheduler', imports))
+            self.start('bash', '-c', 'exec -a "$0" sleep 60', title)
+
+        self.assertRecognised(start_scheduler)
 
     @ddt.unpack
     @ddt.data(

@@ -172,16 +172,25 @@ class RunNovaServiceTest(base.TestCase):
         self.assertEqual(['parse_args', 'logging setup of nova', 'activate',
                           'main'], calls)
 
-    def test_runs_under_nova_program_name(self):
+    def test_parses_under_nova_program_name(self):
         self.useFixture(fixtures.MonkeyPatch(
             'sys.argv', ['/venv/bin/nova-pcpu-ext-compute', '--debug']))
         nova_cmd = self._nova_cmd([])
-        argv = []
-        nova_cmd.main = lambda: argv.append(list(sys.argv))
+        parsing, running = [], []
+        nova_cmd.config.parse_args = lambda argv: parsing.append(
+            list(sys.argv))
 
+        def main():
+            nova_cmd.config.parse_args(sys.argv)
+            running.append(list(sys.argv))
+
+        nova_cmd.main = main
         activation.run_nova_service(nova_cmd, lambda: None)
 
-        self.assertEqual([['/venv/bin/nova-compute', '--debug']], argv)
+        self.assertEqual([['/venv/bin/nova-compute', '--debug']], parsing)
+        # The rest of the service runs as the script it is.
+        self.assertEqual([['/venv/bin/nova-pcpu-ext-compute', '--debug']],
+                         running)
         self.assertEqual(['/venv/bin/nova-pcpu-ext-compute', '--debug'],
                          sys.argv)
 

@@ -356,6 +356,8 @@ class OsloFairLockTest(base.TestCase):
         from nova import version
         if int(version.version_string().split('.')[0]) < 33:
             self.skipTest('Nova before 2026.1 always imports eventlet')
+        if sys.version_info >= (3, 13):
+            self.skipTest('the thread ends on Python 3.13')
         script = (
             'import threading\n'
             'from oslo_concurrency import lockutils\n'
