@@ -29,6 +29,7 @@ import sysconfig
 import time
 
 import openstack
+from urllib3.util import retry
 
 from nova_pcpu_ext.tests.cloud import processes
 from nova_pcpu_ext.tests import devstack
@@ -94,6 +95,42 @@ def authtoken(keystone_url, username):
             'project_domain_name': 'Default'}
 
 
+class ResetRetry(retry.Retry):
+    """Sends an idempotent request again when its connection is reset.
+
+    gunicorn closes a keep-alive connection after two idle seconds; a
+    request that reuses it at that moment meets a connection reset (or
+    close) before any answer. urllib3 counts that as a read error and, as
+    set here, sends the request again only for methods whose repetition
+    changes nothing (never ``POST``); a refused connection and any HTTP
+    answer are left to the caller. Each retry is recorded in ``retried``,
+    shared by the copies urllib3 makes of this object.
+    """
+
+    def __init__(self, retried=None, **kwargs):
+        super().__init__(**kwargs)
+        self.retried = [] if retried is None else retried
+
+    def new(self, **kwargs):
+        kwargs.setdefault('retried', self.retried)
+        return super().new(**kwargs)
+
+    def increment(self, method=None, url=None, *args, **kwargs):
+        again = super().increment(method, url, *args, **kwargs)
+        self.retried.append('%s %s' % (method, url))
+        return again
+
+
+def retry_resets(conn, attempts=3):
+    """Retry ``conn``'s idempotent requests on a reset; their record."""
+    policy = ResetRetry(total=None, connect=0, read=attempts, redirect=0,
+                        status=0, other=0,
+                        respect_retry_after_header=False)
+    for adapter in conn.session.session.adapters.values():
+        adapter.max_retries = policy
+    return policy.retried
+
+
 class SharedServices:
     """keystone, glance and the network stand-in, for both deployments."""
 
@@ -136,11 +173,14 @@ class SharedServices:
         self.procs.wait_for_http('keystone', self.keystone_url)
 
     def admin(self, region=SHARED_REGION):
-        return openstack.connect(
+        """An admin's connection; ``.retried``: requests sent again."""
+        conn = openstack.connect(
             auth_url=self.keystone_url, username='admin',
             password=ADMIN_PASSWORD, project_name='admin',
             user_domain_name='Default', project_domain_name='Default',
             region_name=region, identity_api_version='3')
+        conn.retried = retry_resets(conn)
+        return conn
 
     def register(self, regions, placement_urls, compute_urls):
         """Service users, services and endpoints of every region."""

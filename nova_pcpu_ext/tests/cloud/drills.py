@@ -24,15 +24,20 @@ import concurrent.futures
 import os
 import random
 import re
+import signal
 import threading
 import time
 
+from oslo_config import cfg
+
+from nova_pcpu_ext import conf as pcpu_conf
 from nova_pcpu_ext.tests.cloud import deploy
 from nova_pcpu_ext.tests.cloud import logs
 
 #: update_resources_interval of every compute of the cloud.
 INTERVAL = deploy.UPDATE_INTERVAL
 DISABLED = 'COMPUTE_STATUS_DISABLED'
+REAL_LIBVIRT_HOSTS = {c.host for c in deploy.COMPUTES if not c.fake}
 SEED = 1889633
 #: (seconds of disable/enable storm, servers booted, bad options tried)
 SIZES = {'short': (30, 16, 4), 'full': (120, 40, None)}
@@ -81,11 +86,21 @@ class Target:
                                   self.providers[host])['traits'])
 
     def provider_state(self):
-        """{host: (inventories, traits)} as placement holds them."""
-        return {host: (self.placement('/resource_providers/%s/inventories'
-                                      % uuid)['inventories'],
-                       self.traits(host))
-                for host, uuid in self.providers.items()}
+        """{host: (inventories, traits)} as placement holds them.
+
+        Without the real-libvirt host's memory size: the figure libvirt
+        reports on this machine drifts, and the compute writes it to
+        placement as it does.
+        """
+        state = {}
+        for host, uuid in self.providers.items():
+            inventories = self.placement('/resource_providers/%s/inventories'
+                                         % uuid)['inventories']
+            if host in REAL_LIBVIRT_HOSTS and 'MEMORY_MB' in inventories:
+                for field in ('total', 'max_unit'):
+                    del inventories['MEMORY_MB'][field]
+            state[host] = (inventories, self.traits(host))
+        return state
 
     def reported_since(self, host, since):
         """Whether ``host``'s compute reported its state after ``since``."""
@@ -261,17 +276,16 @@ def rabbitmq_restart(targets):
     """Restart RabbitMQ under both deployments; then disable and boot."""
     procs = targets[0].procs
     procs.stop('rabbitmq')
-    restarted = time.time()
+    stopped = time.time()
     procs.start_again('rabbitmq')
     procs.wait_for_port('rabbitmq', targets[0].deployment.rabbit.port, 90)
-    return on_each(targets, after_rabbitmq_restart, restarted)
+    return on_each(targets, after_rabbitmq_restart, stopped)
 
 
-def after_rabbitmq_restart(target, restarted):
-    reported = _wait(lambda: all(
-        target.reported_since(host, restarted) for host in target.providers),
-        # A call in flight at the restart waits rpc_response_timeout (60 s).
-        150)
+def after_rabbitmq_restart(target, stopped):
+    # A report published before the conductor declared its queue again
+    # is lost; its compute waits rpc_response_timeout (60 s).
+    reports = report_times(target, stopped, 150)
     target.set_disabled('noht', True)
     in_placement_at_return = DISABLED in target.traits('noht')
     target.set_disabled('noht', False)
@@ -279,11 +293,33 @@ def after_rabbitmq_restart(target, restarted):
     status = wait_for_servers(target, [server], 120)[server]['status']
     delete_servers(target, [server])
     return {
-        'all computes reported after restart (s)': reported,
+        'all computes reported after restart (s)': None if None in
+        reports.values() else max(reports.values()),
+        'report after restart per host (s)': reports,
         'disable in placement when the call returned':
             in_placement_at_return,
         'server booted after restart': status,
     }
+
+
+def report_times(target, since, timeout):
+    """Seconds from now until each compute reports after ``since``.
+
+    {host: seconds}; None for a host with no report within ``timeout``.
+    """
+    start = time.monotonic()
+    times = dict.fromkeys(target.providers)
+    while None in times.values() and time.monotonic() - start < timeout:
+        try:
+            services = target.services()
+        except Exception:
+            services = {}  # nova-api reconnecting: not yet
+        for host, service in services.items():
+            if (host in times and times[host] is None and
+                    _epoch(service['updated_at']) > since):
+                times[host] = round(time.monotonic() - start, 1)
+        time.sleep(0.2)
+    return times
 
 
 def _epoch(timestamp):
@@ -594,6 +630,99 @@ def _read(path):
         return ''
 
 
+# Drill 7 ------------------------------------------------------------------
+
+#: Seconds a status change may take beyond provider_lock_timeout.
+LOCK_TIMEOUT_MARGIN = 2
+#: Records of the extension's status update waiting for its tree.
+WAITED = re.compile(r'compute status update has waited|Compute status update '
+                    r'of provider \S+ waited .* goes ahead without the lock')
+
+
+def conductor_freeze(target, host='noht', seconds=20):
+    """Disable a compute while nova-conductor is frozen.
+
+    The conductor's process group gets SIGSTOP just after ``host``'s
+    periodic update read its allocations from placement: that update's
+    next conductor call is its read of the service record, inside
+    ``_update_to_placement`` (the extension's tree lock). Two seconds
+    later ``host`` is disabled; after ``seconds`` the conductor gets
+    SIGCONT and ``host`` is enabled again.
+    """
+    timeout = provider_lock_timeout(target, host)
+    window = LogWindow([target.log('compute-' + host)])
+    conductor = target.deployment.service('nova-conductor')
+    read_placement = wait_for_allocations_read(target, host)
+    target.procs.send_signal(conductor, signal.SIGSTOP)
+    thaw = threading.Timer(seconds, target.procs.send_signal,
+                           (conductor, signal.SIGCONT))
+    thaw.start()
+    try:
+        time.sleep(2)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            call = pool.submit(target.set_disabled, host, True)
+            in_placement = _wait(lambda: DISABLED in target.traits(host),
+                                 seconds + 10)
+            call_seconds = call.result()
+        thaw.join()
+    finally:
+        # NOTE: at once if the drill failed: a frozen conductor would
+        # stall every later drill.
+        thaw.cancel()
+        target.procs.send_signal(conductor, signal.SIGCONT)
+    target.set_disabled(host, False)
+    services = target.services()
+    follow = _wait(lambda: all(
+        (DISABLED in target.traits(h)) == (s['status'] == 'disabled')
+        for h, s in services.items()), 30)
+    return {
+        'provider_lock_timeout (s)': timeout,
+        'periodic update caught reading placement': read_placement,
+        'status update waited for the tree lock': any(
+            WAITED.search(r) for r in window.records()),
+        'disable in placement after (s)': in_placement,
+        'disable in placement by provider_lock_timeout + %d s' %
+        LOCK_TIMEOUT_MARGIN: None if timeout is None else bool(
+            timeout and in_placement is not None and
+            in_placement <= timeout + LOCK_TIMEOUT_MARGIN),
+        'disable call (s)': round(call_seconds, 1),
+        'traits follow service status after thaw (s)': follow,
+        'computes alive': target.computes_alive(),
+    }
+
+
+def provider_lock_timeout(target, host):
+    """``host``'s [pcpu_ext] provider_lock_timeout; None on stock Nova."""
+    if not target.deployment.extension:
+        return None
+    conf = cfg.ConfigOpts()
+    pcpu_conf.register_opts(conf)
+    compute, = [c for c in target.deployment.computes if c.host == host]
+    path = deploy.conf_path_of(target.deployment.dir, compute)
+    conf(['--config-file', path], default_config_files=[],
+         default_config_dirs=[])
+    return conf.pcpu_ext.provider_lock_timeout
+
+
+def wait_for_allocations_read(target, host, timeout=10):
+    """Until ``host``'s compute reads its allocations; whether it did.
+
+    Placement logs each request as it answers; the file is read every
+    5 ms to catch the update before its conductor call.
+    """
+    needle = '"GET /resource_providers/%s/allocations"' % (
+        target.providers[host])
+    with open(target.log('placement'), errors='replace') as f:
+        f.seek(0, os.SEEK_END)
+        deadline, text = time.monotonic() + timeout, ''
+        while time.monotonic() < deadline:
+            text = text[-len(needle):] + f.read()
+            if needle in text:
+                return True
+            time.sleep(0.005)
+    return False
+
+
 # Running them -------------------------------------------------------------
 
 Check = collections.namedtuple('Check', 'drill figure requirement test')
@@ -636,6 +765,13 @@ CHECKS = (
     Check('bad config', 'other computes alive', 'True', lambda v: v),
     Check('bad config', 'back after restoring (s)', 'back',
           lambda v: v is not None),
+    Check('conductor freeze', 'status update waited for the tree lock',
+          'True', lambda v: v),
+    Check('conductor freeze', 'disable in placement by provider_lock_timeout '
+          '+ %d s' % LOCK_TIMEOUT_MARGIN, 'True', lambda v: v),
+    Check('conductor freeze', 'traits follow service status after thaw (s)',
+          'converged', lambda v: v is not None),
+    Check('conductor freeze', 'computes alive', 'True', lambda v: v),
 )
 
 
@@ -650,23 +786,32 @@ def drills(mode):
         ('boot storm', lambda ts: on_each(ts, boot_storm, servers)),
         ('bad config', lambda ts: on_each(ts, bad_config,
                                           BAD_OPTIONS[:bad])),
+        ('conductor freeze', lambda ts: on_each(ts, conductor_freeze)),
     )
 
 
 def run(cloud, mode):
-    """Every drill on both deployments; {'rows': [...], 'seconds': {}}."""
+    """Every drill on both deployments; {'rows': [...], 'seconds': {}}.
+
+    ``retried_after_reset``: per drill and deployment, the drill's own
+    requests sent again after a connection reset (see
+    :class:`deploy.ResetRetry`).
+    """
     targets = [Target(cloud, d) for d in cloud.deployments]
-    figures, seconds = {}, {}
+    figures, seconds, retried = {}, {}, {}
     for name, drill in drills(mode):
         start = time.monotonic()
+        before = {t.name: len(t.conn.retried) for t in targets}
         try:
             figures[name] = drill(targets)
         except Exception as error:
             figures[name] = {'ext': {'error': '%s: %s' % (
                 type(error).__name__, error)}}
         seconds[name] = round(time.monotonic() - start, 1)
+        retried[name] = {t.name: len(t.conn.retried) - before[t.name]
+                         for t in targets}
     return {'mode': mode, 'seconds': seconds, 'figures': figures,
-            'rows': rows(figures)}
+            'retried_after_reset': retried, 'rows': rows(figures)}
 
 
 def rows(figures):
@@ -712,4 +857,6 @@ def table(results):
             row['drill'], row['figure'], row['stock'], row['ext'],
             ('%s: %s' % (row['requirement'], verdict)) if verdict else ''))
     lines.append('seconds per drill: %s' % results['seconds'])
+    lines.append('requests retried after a connection reset: %s' %
+                 results['retried_after_reset'])
     return '\n'.join(lines)

@@ -69,6 +69,12 @@ class Processes:
         """SIGKILL the process group of ``name``: no clean-up happens."""
         self.stop(name, timeout=10, sig=signal.SIGKILL)
 
+    def send_signal(self, name, sig):
+        """Send ``sig`` (SIGSTOP, SIGCONT) to the process group of ``name``."""
+        pid = self.pid(name)
+        if pid:
+            _signal_group(pid, sig)
+
     def _pid_file(self, name):
         return os.path.join(self.pid_dir, '%s.pid' % name)
 

@@ -10,14 +10,25 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The loopback cloud's verdicts and log scanning, on recorded input."""
+"""The loopback cloud's verdicts and log scanning, on recorded input; its
+drill client against a local HTTP server."""
 
+import http.server
+from importlib import metadata
+import itertools
+import json
 import os
+import socket
+import struct
 import textwrap
+import threading
+import types
 
 import fixtures
+from keystoneauth1 import exceptions as ks_exceptions
 import testtools
 
+from nova_pcpu_ext.tests.cloud import deploy
 from nova_pcpu_ext.tests.cloud import drills
 from nova_pcpu_ext.tests.cloud import logs
 from nova_pcpu_ext.tests.cloud import processes
@@ -223,6 +234,89 @@ class DrillVerdictTest(testtools.TestCase):
         self.assertFalse(check.test(''))
 
 
+class DrillFiguresTest(testtools.TestCase):
+    """What drills read from the cloud, from stand-ins."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+
+    def target(self, extension=True, services=()):
+        deployment = types.SimpleNamespace(
+            extension=extension, dir=self.dir,
+            computes=[c for c in deploy.COMPUTES if c.fake])
+        replies = iter(services)
+        return types.SimpleNamespace(
+            deployment=deployment, providers={'ht': 'rp-ht', 'noht': 'rp-2'},
+            services=lambda: next(replies),
+            log=lambda name: os.path.join(self.dir, name + '.log'))
+
+    def test_report_times_per_host(self):
+        old, new = '2026-01-01T00:00:00.000000', '2026-01-01T00:00:09.000000'
+        since = drills._epoch(old) + 0.5
+        target = self.target(services=itertools.chain(
+            [{'ht': {'updated_at': old}, 'noht': {'updated_at': old}}],
+            itertools.repeat(
+                {'ht': {'updated_at': new}, 'noht': {'updated_at': old}})))
+        times = drills.report_times(target, since, timeout=0.9)
+        self.assertEqual(['ht', 'noht'], sorted(times))
+        self.assertGreater(times['ht'], 0)
+        self.assertIsNone(times['noht'])
+
+    def test_provider_lock_timeout_as_the_compute_runs_with(self):
+        compute, = [c for c in deploy.COMPUTES if c.host == 'ht']
+        path = deploy.conf_path_of(self.dir, compute)
+        deploy.write_conf(path, {'pcpu_ext': {'report_client': 'serialized'}})
+        self.assertEqual(10.0, drills.provider_lock_timeout(
+            self.target(), 'ht'))
+        deploy.write_conf(path, {'pcpu_ext': {'provider_lock_timeout': '4'}})
+        self.assertEqual(4.0, drills.provider_lock_timeout(
+            self.target(), 'ht'))
+        self.assertIsNone(drills.provider_lock_timeout(
+            self.target(extension=False), 'ht'))
+
+    def test_waits_for_the_compute_reading_its_allocations(self):
+        path = os.path.join(self.dir, 'placement.log')
+        with open(path, 'w') as f:
+            f.write('"GET /resource_providers/rp-ht/allocations" before\n')
+
+        def log(uuid):
+            with open(path, 'a') as f:
+                f.write('"GET /resource_providers/%s/allocations"\n' % uuid)
+
+        threading.Timer(0.1, log, ('rp-2',)).start()
+        self.assertFalse(drills.wait_for_allocations_read(
+            self.target(), 'ht', timeout=0.3))
+        threading.Timer(0.1, log, ('rp-ht',)).start()
+        self.assertTrue(drills.wait_for_allocations_read(
+            self.target(), 'ht', timeout=5))
+
+    def test_provider_state_leaves_out_real_libvirt_memory_size(self):
+        memory = {'total': 8410, 'max_unit': 8410, 'reserved': 512}
+        target = types.SimpleNamespace(
+            providers={'libvirt': 'rp-1', 'ht': 'rp-2'},
+            placement=lambda path: {'inventories': {
+                'MEMORY_MB': dict(memory), 'VCPU': {'total': 1}}},
+            traits=lambda host: {'COMPUTE_NODE'})
+        state = drills.Target.provider_state(target)
+        self.assertEqual(({'MEMORY_MB': {'reserved': 512},
+                           'VCPU': {'total': 1}}, {'COMPUTE_NODE'}),
+                         state['libvirt'])
+        self.assertEqual(memory, state['ht'][0]['MEMORY_MB'])
+
+    def test_lock_timeout_missed_fails_the_run(self):
+        figure = ('disable in placement by provider_lock_timeout + %d s' %
+                  drills.LOCK_TIMEOUT_MARGIN)
+        results = {'rows': drills.rows({'conductor freeze': {
+            'stock': {figure: None},
+            'ext': {figure: False,
+                    'status update waited for the tree lock': True,
+                    'traits follow service status after thaw (s)': 0.4,
+                    'computes alive': True}}})}
+        self.assertEqual(['drill conductor freeze: %s is False on ext, '
+                          'needs True' % figure], drills.failures(results))
+
+
 class ProcessesTest(testtools.TestCase):
 
     def test_killed_process_starts_again_as_before(self):
@@ -236,3 +330,92 @@ class ProcessesTest(testtools.TestCase):
         self.assertEqual({'sleeper': second}, procs.running())
         with open('/proc/%d/cmdline' % second) as f:
             self.assertEqual('sleep\x0060\x00', f.read())
+
+
+class FakeCloud(http.server.BaseHTTPRequestHandler):
+    """keystone and nova-api, just enough for a drill's Target.
+
+    The first request of each line in ``server.reset`` (method and path)
+    gets its connection reset instead of an answer, as a request racing
+    gunicorn's close of an idle keep-alive connection does.
+    """
+
+    protocol_version = 'HTTP/1.1'
+
+    def answer(self):
+        self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        line = '%s %s' % (self.command, self.path)
+        self.server.seen.append(line)
+        if line in self.server.reset:
+            self.server.reset.remove(line)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack('ii', 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        url = 'http://127.0.0.1:%d' % self.server.server_address[1]
+        token = {'methods': ['password'],
+                 'expires_at': '2099-01-01T00:00:00.000000Z',
+                 'user': {'id': 'u', 'name': 'admin',
+                          'domain': {'id': 'default', 'name': 'Default'}},
+                 'project': {'id': 'p', 'name': 'admin',
+                             'domain': {'id': 'default', 'name': 'Default'}},
+                 'catalog': [{'type': 'compute', 'id': 'c', 'endpoints': [
+                     {'interface': 'public', 'region_id': 'stock',
+                      'region': 'stock', 'url': url + '/v2.1', 'id': 'e'}]}]}
+        body = {
+            '/v3': {'version': {'id': 'v3.14', 'status': 'stable', 'links': [
+                {'rel': 'self', 'href': url + '/v3/'}]}},
+            '/v3/auth/tokens': {'token': token},
+            '/v2.1/os-hypervisors/detail': {'hypervisors': [
+                {'id': 'rp-ht', 'service': {'host': 'ht'}}]},
+            '/v2.1/os-services?binary=nova-compute': {'services': [
+                {'id': 7, 'host': 'ht'}]},
+            '/v2.1/servers': {'server': {'id': 'server-1'}},
+        }.get(self.path, {})
+        data = json.dumps(body).encode()
+        self.send_response(201 if self.command == 'POST' else 200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.send_header('X-Subject-Token', 'token')
+        self.send_header('X-OpenStack-Request-Id', 'req-1')
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = answer
+
+    def log_message(self, *args):
+        pass
+
+
+class DrillClientTest(testtools.TestCase):
+    """The drills' client, built as for the cloud, meets a reset."""
+
+    def target(self, reset):
+        server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), FakeCloud)
+        server.seen, server.reset = [], set(reset)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        shared = deploy.SharedServices(None, None, None, {
+            'keystone': server.server_address[1], 'glance': 0, 'network': 0})
+        target = drills.Target(
+            types.SimpleNamespace(procs=None, shared=shared, image_id='i'),
+            types.SimpleNamespace(name='stock'))
+        return target, server.seen
+
+    def test_reset_idempotent_call_is_sent_again_and_counted(self):
+        target, seen = self.target(reset=['PUT /v2.1/os-services/7'])
+        target.set_disabled('ht', True)
+        self.assertEqual(2, seen.count('PUT /v2.1/os-services/7'))
+        self.assertEqual(['PUT /v2.1/os-services/7'], target.conn.retried)
+
+    def test_reset_server_create_is_not_sent_again(self):
+        if int(metadata.version('openstacksdk').split('.')[0]) < 4:
+            self.skipTest('openstacksdk before 4 sends it again itself; the '
+                          'loopback cloud runs constraints/cloud.txt')
+        target, seen = self.target(reset=['POST /v2.1/servers'])
+        self.assertRaises(ks_exceptions.ConnectFailure,
+                          drills.boot, target, 'flavor-1')
+        self.assertEqual(1, seen.count('POST /v2.1/servers'))
+        self.assertEqual([], target.conn.retried)
