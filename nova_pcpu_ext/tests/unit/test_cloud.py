@@ -22,6 +22,7 @@ import socket
 import struct
 import textwrap
 import threading
+import time
 import types
 
 import fixtures
@@ -328,8 +329,12 @@ class ProcessesTest(testtools.TestCase):
         second = procs.start_again('sleeper').pid
         self.assertNotEqual(first, second)
         self.assertEqual({'sleeper': second}, procs.running())
-        with open('/proc/%d/cmdline' % second) as f:
-            self.assertEqual('sleep\x0060\x00', f.read())
+        cmdline, deadline = '', time.monotonic() + 5
+        while not cmdline and time.monotonic() < deadline:
+            # Empty while the new process is still in its exec.
+            with open('/proc/%d/cmdline' % second) as f:
+                cmdline = f.read()
+        self.assertEqual('sleep\x0060\x00', cmdline)
 
 
 class FakeCloud(http.server.BaseHTTPRequestHandler):
