@@ -260,7 +260,7 @@ def isolate_reason(server, compute):
     if 'hw:cpu_thread_policy' in specs:
         return ('flavor hw:cpu_thread_policy=isolate'
                 if specs['hw:cpu_thread_policy'] == 'isolate' else ''), ''
-    image = server.get('image') and compute.image(server['image']['id'])
+    image = _image(server, compute)
     if not image:
         return '', ''
     properties = image['metadata']
@@ -351,8 +351,13 @@ def _scan_provider(placement, compute, hosts, provider):
         for server, reason, unsure in found], unseen
 
 
+def _image(server, compute):
+    """The server's image, or None (booted from a volume, or deleted)."""
+    return server.get('image') and compute.image(server['image']['id'])
+
+
 def _dedicated(server, compute):
-    image = server.get('image') and compute.image(server['image']['id'])
+    image = _image(server, compute)
     return _policy(server['flavor']['extra_specs'],
                    image['metadata'] if image else {},
                    'cpu_policy') == 'dedicated'
