@@ -12,6 +12,7 @@
 
 """The installed console scripts and entry points, run as operators do."""
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -31,10 +32,25 @@ BAD_REQUEST_FILTER = ('[pcpu_ext] request_filters: unknown plugin isolate; '
                       'isolate_vcpu_fallback')
 
 
+class SchedulerProcessesLock(fixtures.Fixture):
+    """One test at a time runs or looks for scheduler processes.
+
+    Held by the tests that run schedulers as processes, and by those that
+    judge the schedulers running on this host: test workers share it.
+    """
+
+    def _setUp(self):
+        lock = open(os.path.join(tempfile.gettempdir(),
+                                 'nova-pcpu-ext-tests-schedulers.lock'), 'w')
+        self.addCleanup(lock.close)  # which unlocks it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+
+
 class _ScriptTestBase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
+        self.useFixture(SchedulerProcessesLock())
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.log_file = os.path.join(self.dir, 'service.log')
 

@@ -34,6 +34,7 @@ from nova_pcpu_ext.tests.functional import operator_commands
 from nova_pcpu_ext.tests.functional.operator_commands import ACTIVATED
 from nova_pcpu_ext.tests.functional.operator_commands import Command
 from nova_pcpu_ext.tests.functional.operator_commands import FaultyProxy
+from nova_pcpu_ext.tests.functional import test_console_scripts
 from nova_pcpu_ext.tests import placement_server
 from nova_pcpu_ext.tests.placement_server import TOKEN
 
@@ -56,6 +57,11 @@ def check(status, **kwargs):
 @ddt.ddt
 class ConfigurationCheckTest(testtools.TestCase):
     """The configuration check needs nova.conf and nothing else."""
+
+    def setUp(self):
+        super().setUp()
+        # It looks for the extension's scheduler on this host.
+        self.useFixture(test_console_scripts.SchedulerProcessesLock())
 
     def check(self, nova_conf):
         status = Command(self, PROG, 'http://127.0.0.1:%d' %
