@@ -384,7 +384,13 @@ DESTINATION_TRAITS = ('!' + HYPERTHREADING,
                       '!' + os_traits.COMPUTE_STATUS_DISABLED)
 
 
-def has_destination(placement, found, forbid_trait=False):
-    """Whether an enabled host without hyperthreads has room for it now."""
-    return any(placement.has_candidate(resources, DESTINATION_TRAITS)
-               for resources in destination_requests(found, forbid_trait))
+def destination(placement, found, forbid_trait=False):
+    """An enabled host without hyperthreads with room for it now, or None.
+
+    The name of its resource provider (a compute node's is the node's).
+    """
+    for resources in destination_requests(found, forbid_trait):
+        name = placement.candidate(resources, DESTINATION_TRAITS)
+        if name is not None:
+            return name
+    return None

@@ -300,8 +300,8 @@ class Placement(Service):
         """``{resource class: amount}`` a consumer holds, on all providers."""
         return summed(self.consumer_allocations(consumer))
 
-    def has_candidate(self, resources, required):
-        """Whether some provider tree offers ``resources`` now.
+    def candidate(self, resources, required):
+        """The name of a provider that offers ``resources`` now, or None.
 
         :param resources: ``{resource class: amount}``.
         :param required: traits, ``!`` before each forbidden one.
@@ -311,7 +311,11 @@ class Placement(Service):
                                   for item in sorted(resources.items())),
             'required': ','.join(required), 'limit': 1})
         candidates, = self.get(url, 'allocation_requests')
-        return bool(candidates)
+        if not candidates:
+            return None
+        uuid = next(iter(candidates[0]['allocations']))
+        name, = self.get('/resource_providers/%s' % uuid, 'name')
+        return name
 
 
 class Compute(Service):

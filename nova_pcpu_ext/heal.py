@@ -66,6 +66,8 @@ class Move:
     healed: bool = False
     found: audit.IsolateServer = dataclasses.field(default=None, repr=False)
     how: str = dataclasses.field(default='', repr=False)
+    #: A host with room for it when planned; the scheduler chooses.
+    room: str = dataclasses.field(default=None, repr=False)
 
     @property
     def failed(self):
@@ -123,11 +125,13 @@ def _plan_one(found, placement, cold, forbid_trait):
                 _cpus(found.held), found=found,
                 how=how_to_move(server['status'], cold))
     why_not = why_not_movable(server)
+    if not (found.unsure or why_not):
+        move.room = audit.destination(placement, found, forbid_trait)
     if found.unsure:
         move.result = 'skipped: unsure: %s' % found.unsure
     elif why_not:
         move.result = 'skipped: %s' % why_not
-    elif not audit.has_destination(placement, found, forbid_trait):
+    elif not move.room:
         move.result = ('no eligible destination: no enabled host without '
                        'hyperthreads has room for %s' % ', '.join(
                            '%s:%d' % item for item in sorted(

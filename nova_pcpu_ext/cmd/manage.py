@@ -110,7 +110,8 @@ def heal_isolate(args):
     if args.dry_run:
         for move in moves:
             if move.result == 'planned':
-                move.result = 'dry run: would %s' % move.how
+                move.result = 'dry run: would %s (room on %s)' % (
+                    move.how, move.room)
     else:
         heal.Healer(placement, compute, args.timeout, args.max_parallel,
                     args.continue_on_error,

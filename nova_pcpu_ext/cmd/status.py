@@ -265,9 +265,8 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _check_isolate_stuck(self):
         def judge(placement, found):
-            with_room = sum(audit.has_destination(placement, f,
-                                                  _forbid_trait())
-                            for f in found)
+            with_room = sum(audit.destination(placement, f, _forbid_trait())
+                            is not None for f in found)
             return upgradecheck.Result(upgradecheck.Code.WARNING, (
                 '%d servers that forbid hyperthreads run on hyperthreaded '
                 'hosts configured with vcpu_pin_set: %s. With the '

@@ -314,7 +314,7 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
 
         self.assertEqual(1, dry_run.returncode)
         self.assertEqual([(server['id'], 'compute1', 'ACTIVE', 'VCPU:1',
-                           'dry run: would live-migrate')],
+                           'dry run: would live-migrate (room on compute2)')],
                          [(m['server'], m['from_host'], m['status'],
                            m['before'], m['result']) for m in planned])
         self.assertEqual(0, result.returncode, result.stderr)

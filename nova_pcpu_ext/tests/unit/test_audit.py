@@ -403,13 +403,13 @@ class DestinationRequestsTest(base.TestCase):
         self.assertEqual([{'VCPU': 1, 'PCPU': 1, 'MEMORY_MB': 512}],
                          audit.destination_requests(found, forbid_trait=True))
 
-    def test_has_destination_forbids_hyperthreads_and_disabled(self):
+    def test_destination_forbids_hyperthreads_and_disabled(self):
         asked = []
         placement = FakePlacement({})
-        placement.has_candidate = lambda resources, required: asked.append(
-            (resources, required)) or len(asked) == 2
+        placement.candidate = lambda resources, required: asked.append(
+            (resources, required)) or ('node2' if len(asked) == 2 else None)
 
-        self.assertTrue(audit.has_destination(
+        self.assertEqual('node2', audit.destination(
             placement, self.found({'VCPU': 1}, dedicated=True), True))
         self.assertEqual(
             [({'PCPU': 1, 'MEMORY_MB': 512},

@@ -102,15 +102,22 @@ class ServiceErrorTest(base.TestCase):
                          'required=!HW_CPU_X',
                          self.requests.last_request.path_url)
 
-    def test_has_candidate(self):
+    def test_candidate(self):
         self.requests.get(ENDPOINT + '/allocation_candidates', json={
-            'allocation_requests': [{'allocations': {}}],
+            'allocation_requests': [{'allocations': {'rp-1': {}}}],
             'provider_summaries': {}})
-        self.assertTrue(self.placement.has_candidate(
+        self.requests.get(ENDPOINT + '/resource_providers/rp-1',
+                          json={'uuid': 'rp-1', 'name': 'node1'})
+        self.assertEqual('node1', self.placement.candidate(
             {'PCPU': 2, 'MEMORY_MB': 512}, ('!HW_CPU_X', '!DISABLED')))
         self.assertEqual('/allocation_candidates?limit=1&required=!HW_CPU_X,'
                          '!DISABLED&resources=MEMORY_MB:512,PCPU:2',
-                         self.requests.last_request.path_url)
+                         self.requests.request_history[0].path_url)
+
+    def test_no_candidate(self):
+        self.requests.get(ENDPOINT + '/allocation_candidates', json={
+            'allocation_requests': [], 'provider_summaries': {}})
+        self.assertIsNone(self.placement.candidate({'PCPU': 2}, ()))
 
     def test_generation_conflict_is_reported_to_retry(self):
         self.requests.put(
