@@ -19,9 +19,11 @@ and package functions only record what they were asked, one call per line
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -53,8 +55,10 @@ def run_plugin(args, work_dir, **settings):
     ``NOVA_PCPU_EXT_*``...). Returns the recorded calls, each a list of
     arguments.
     """
-    shims = os.path.join(work_dir, 'devstack-shims.sh')
-    calls = os.path.join(work_dir, 'devstack-calls')
+    # One directory per run: runs may overlap.
+    scratch = tempfile.mkdtemp(prefix='devstack-', dir=work_dir)
+    shims = os.path.join(scratch, 'shims.sh')
+    calls = os.path.join(scratch, 'calls')
     with open(shims, 'w') as f:
         f.write(SHIMS)
     open(calls, 'w').close()
@@ -67,4 +71,6 @@ def run_plugin(args, work_dir, **settings):
          'shift; source devstack/plugin.sh "$@"', 'phase', shims] + list(args),
         cwd=TOP, env=env, check=True, capture_output=True, text=True)
     with open(calls) as f:
-        return [shlex.split(line) for line in f if line.strip()]
+        recorded = [shlex.split(line) for line in f if line.strip()]
+    shutil.rmtree(scratch)
+    return recorded

@@ -11,12 +11,14 @@
 # under the License.
 
 """A whole cloud on this machine: stock Nova and Nova with the extension,
-side by side, each run through tempest and the fault and load drills.
+side by side; the extension's deployment goes through the operator's
+journey first, then both run through tempest and the fault and load
+drills.
 
 ``python -m nova_pcpu_ext.tests.cloud [--no-libvirt] [--no-tempest]
-[--drills short|full|none] [--keep | --stop] [--work-dir DIR]``; ``tox -e
-cloud`` installs what it needs first. Ends with ``results: <json>``; exits
-1 if a check failed.
+[--journey [short|full|none]] [--drills short|full|none] [--keep | --stop]
+[--work-dir DIR]``; ``tox -e cloud`` installs what it needs first. Ends
+with ``results: <json>``; exits 1 if a check failed.
 """
 
 import argparse
@@ -32,6 +34,7 @@ import time
 from nova_pcpu_ext.tests.cloud import backing
 from nova_pcpu_ext.tests.cloud import deploy
 from nova_pcpu_ext.tests.cloud import drills
+from nova_pcpu_ext.tests.cloud import journey
 from nova_pcpu_ext.tests.cloud import logs
 from nova_pcpu_ext.tests.cloud import processes
 from nova_pcpu_ext.tests.cloud import tempest_run
@@ -54,6 +57,14 @@ def parse_args(argv):
                              'machines that cannot run libvirtd.')
     parser.add_argument('--no-tempest', action='store_true',
                         help='Skip the tempest runs.')
+    parser.add_argument('--journey', nargs='?', const='short',
+                        choices=('short', 'full', 'none'), default='short',
+                        help='The operator\'s journey first: the extension '
+                             'deployment starts as stock Nova with damage, '
+                             'is switched on under load, repaired, switched '
+                             'off and on again; short (as CI runs it), full '
+                             '(a minute of load around each step\'s '
+                             'restarts) or none (default: %(default)s).')
     parser.add_argument('--drills', choices=('short', 'full', 'none'),
                         default='short',
                         help='The fault and load drills to run after '
@@ -153,6 +164,8 @@ class Cloud:
                  'nova-api': self.ports[name + '-nova-api']},
                 libvirt=not self.args.no_libvirt)
             for name, extension in DEPLOYMENTS]
+        # The journey switches the extension on itself.
+        self.deployments[-1].extension = self.args.journey == 'none'
         phases('nova deployments', _together,
                [lambda d=d: self.deploy(d) for d in self.deployments])
 
@@ -164,11 +177,11 @@ class Cloud:
         deployment.wait_for_computes()
         deployment.flavor_ids = deployment.create_flavors()
 
-    def test(self, phases):
+    def test(self, phases, deployments):
         results = {}
         if self.args.no_tempest:
             return results
-        for deployment in self.deployments:
+        for deployment in deployments:
             results[deployment.name] = phases(
                 'tempest ' + deployment.name, tempest_run.run, deployment,
                 self.image_id, deployment.flavor_ids,
@@ -195,15 +208,22 @@ class Cloud:
                 self.procs.stop(name)
         return not [n for n in self.procs.running() if n not in keep]
 
+    def os_env(self):
+        """The admin's OS_* variables for the extension deployment."""
+        return {'OS_AUTH_URL': self.shared.keystone_url,
+                'OS_USERNAME': 'admin',
+                'OS_PASSWORD': deploy.ADMIN_PASSWORD,
+                'OS_PROJECT_NAME': 'admin',
+                'OS_USER_DOMAIN_NAME': 'Default',
+                'OS_PROJECT_DOMAIN_NAME': 'Default',
+                'OS_REGION_NAME': DEPLOYMENTS[-1][0],
+                'OS_IDENTITY_API_VERSION': '3'}
+
     def openrc(self):
         path = os.path.join(self.dir, 'openrc')
         with open(path, 'w') as f:
-            f.write('export OS_AUTH_URL=%s OS_USERNAME=admin '
-                    'OS_PASSWORD=%s OS_PROJECT_NAME=admin '
-                    'OS_USER_DOMAIN_NAME=Default '
-                    'OS_PROJECT_DOMAIN_NAME=Default OS_REGION_NAME=ext '
-                    'OS_IDENTITY_API_VERSION=3\n' % (
-                        self.shared.keystone_url, deploy.ADMIN_PASSWORD))
+            f.write('export %s\n' % ' '.join(
+                '%s=%s' % item for item in sorted(self.os_env().items())))
         return path
 
 
@@ -229,10 +249,21 @@ def main(argv=None):
     phases = Phases()
     sampler = MemorySampler(cloud.procs)
     sampler.start()
-    results, failures, kept, drill_results = {}, [], (), None
+    results, failures, kept = {}, [], ()
+    drill_results = journey_results = None
     try:
         phases('up', cloud.up, phases)
-        results = cloud.test(phases)
+        # The journey changes the extension deployment only: tempest runs
+        # on stock meanwhile.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            if args.journey != 'none':
+                journeying = pool.submit(phases, 'journey', journey.run,
+                                         cloud, args.journey)
+            results = cloud.test(phases, cloud.deployments[:1])
+            if args.journey != 'none':
+                journey_results = journeying.result()
+                failures += journey.failures(journey_results)
+        results.update(cloud.test(phases, cloud.deployments[1:]))
         if not args.no_tempest:
             failures += tempest_run.verdict(results, not args.no_libvirt)
         if args.drills != 'none':
@@ -249,7 +280,10 @@ def main(argv=None):
             failures.append('processes left running: %s' %
                             cloud.procs.running())
 
-    unexpected, allowed = logs.unexpected_errors(cloud.procs.log_dir)
+    unexpected, allowed = logs.unexpected_errors(
+        cloud.procs.log_dir, *(
+            (journey_results['stock_pids'], journey_results['stock_windows'])
+            if journey_results else ()))
     failures += ['log %s: %s' % entry for entry in unexpected[:30]]
     ext_services = ['ext-nova-scheduler.log'] + [
         'ext-compute-%s.log' % c.host for c in cloud.deployments[-1].computes
@@ -257,6 +291,8 @@ def main(argv=None):
     failures += ['no activation lines in %s' % name for name in
                  logs.missing_activation(cloud.procs.log_dir, ext_services)]
 
+    if journey_results:
+        print(journey.table(journey_results))
     if results:
         print(tempest_run.table(results))
     if drill_results:
@@ -265,6 +301,7 @@ def main(argv=None):
         'tempest': {name: {test_id: status for test_id, (status, _)
                            in tests.items()}
                     for name, tests in results.items()},
+        'journey': journey_results,
         'drills': drill_results,
         'phases_s': phases.seconds,
         'peak_rss_mib': sampler.peak_mib,

@@ -39,6 +39,7 @@ ETC = os.path.join(sys.prefix, 'etc')
 ADMIN_PASSWORD = 'cloud-admin'
 SERVICE_PASSWORD = 'cloud-service'
 SHARED_REGION = 'RegionOne'
+IMAGE_NAME = 'zeros'
 #: Seconds between the resource updates of every compute.
 UPDATE_INTERVAL = 1
 
@@ -52,8 +53,8 @@ COMPUTES = (
         'compute': {'cpu_dedicated_set': '0-1', 'cpu_shared_set': '2-3'}}),
     # Deployed with a zero initial ratio and no explicit ratio, the case
     # of Nova bug 1789654.
-    Compute('noht', (4, 1), False, {
-        'compute': {'cpu_dedicated_set': '0-1', 'cpu_shared_set': '2-3'},
+    Compute('noht', (6, 1), False, {
+        'compute': {'cpu_dedicated_set': '0-3', 'cpu_shared_set': '4-5'},
         'DEFAULT': {'initial_cpu_allocation_ratio': '0.0'}}),
     Compute('legacy-ht', (2, 2), True, {
         'DEFAULT': {'vcpu_pin_set': '0-3'}}),
@@ -256,7 +257,7 @@ class SharedServices:
         pinned guest needs to do here.
         """
         image = self.admin().image.create_image(
-            name='zeros', data=b'\0' * (1 << 20), disk_format='raw',
+            name=IMAGE_NAME, data=b'\0' * (1 << 20), disk_format='raw',
             container_format='bare', visibility='public',
             allow_duplicates=True)
         return image.id
@@ -389,30 +390,53 @@ class NovaDeployment:
 
     def start_computes(self):
         for compute in self.computes:
-            name = self.service('compute-' + compute.host)
-            conf = self.base_conf()
-            conf['DEFAULT'].update(
-                host=compute.host, log_file=self.procs.log_path(name),
-                state_path=os.path.join(self.dir, compute.host),
-                instances_path=os.path.join(self.dir, compute.host,
-                                            'instances'),
-                compute_driver='libvirt.LibvirtDriver',
-                update_resources_interval=str(UPDATE_INTERVAL))
-            conf['nova_sys_admin'] = {'helper_command': '%s --config-file %s'
-                                      % (os.path.join(BIN, 'privsep-helper'),
-                                         conf_path_of(self.dir, compute))}
-            for section, options in compute.options.items():
-                conf.setdefault(section, {}).update(options)
-            conf_path = conf_path_of(self.dir, compute)
-            os.makedirs(conf['DEFAULT']['instances_path'], exist_ok=True)
-            write_conf(conf_path, conf)
-            command = self.compute_command(compute, conf_path)
-            if compute.fake:
-                command = [sys.executable, '-m',
-                           'nova_pcpu_ext.tests.cloud.fake_compute',
-                           str(compute.fake[0]), str(compute.fake[1])
-                           ] + command
-            self.procs.start(name, command, env=self.env(compute.eventlet))
+            self.write_compute_conf(compute)
+            self.start_compute(compute)
+
+    def write_compute_conf(self, compute):
+        conf = self.base_conf()
+        conf['DEFAULT'].update(
+            host=compute.host,
+            log_file=self.procs.log_path(self.service('compute-' +
+                                                      compute.host)),
+            state_path=os.path.join(self.dir, compute.host),
+            instances_path=os.path.join(self.dir, compute.host, 'instances'),
+            compute_driver='libvirt.LibvirtDriver',
+            update_resources_interval=str(UPDATE_INTERVAL))
+        conf_path = conf_path_of(self.dir, compute)
+        conf['nova_sys_admin'] = {'helper_command': '%s --config-file %s' % (
+            os.path.join(BIN, 'privsep-helper'), conf_path)}
+        for section, options in compute.options.items():
+            conf.setdefault(section, {}).update(options)
+        os.makedirs(conf['DEFAULT']['instances_path'], exist_ok=True)
+        write_conf(conf_path, conf)
+
+    def start_compute(self, compute):
+        command = self.compute_command(compute,
+                                       conf_path_of(self.dir, compute))
+        if compute.fake:
+            command = [sys.executable, '-m',
+                       'nova_pcpu_ext.tests.cloud.fake_compute',
+                       str(compute.fake[0]), str(compute.fake[1])] + command
+        self.procs.start(self.service('compute-' + compute.host), command,
+                         env=self.env(compute.eventlet))
+
+    def switch_extension(self, on):
+        """Write the devstack plugin's settings, or remove them.
+
+        Every service reads them when it starts next; ``start_compute``
+        runs the plugin's compute step when on.
+        """
+        self.extension = on
+        if on:
+            devstack.run_plugin(['stack', 'post-config'], self.dir,
+                                NOVA_CONF=self.nova_conf)
+            return
+        for compute in self.computes:
+            # The package stays installed: the recorded uninstall is not
+            # run.
+            devstack.run_plugin(['clean'], self.dir, NOVA_CONF=self.nova_conf,
+                                NOVA_CPU_CONF=conf_path_of(self.dir, compute))
 
     def wait_for_computes(self, timeout=180):
         """Until every compute has a hypervisor with a resource provider."""

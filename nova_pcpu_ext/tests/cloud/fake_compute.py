@@ -18,10 +18,20 @@
 node of ``CORES`` cores with ``THREADS`` threads each. It does for one
 process what Nova's functional libvirt tests do in theirs: Nova's libvirt
 fixtures, and no disk, cgroup or sysfs access.
+
+The guests outlive the process, as libvirtd's outlive nova-compute: a
+compute started again finds them in the state they were left in.
+
+A cold migration (or resize) between two such processes runs Nova's own
+code on both sides except the disk copy: the source powers the guest off
+and hands over no disks (the fake guests have none), the destination
+defines and starts the guest again from Nova's XML. fakelibvirt cannot
+live-migrate a guest to another process.
 """
 
 import importlib
 from importlib import metadata
+import json
 import os
 import sys
 
@@ -33,7 +43,7 @@ def console_script(path):
     return entry_point
 
 
-def fake_host(cores, threads, hostname):
+def fake_host(cores, threads, hostname, state_path):
     """Nova's libvirt fixtures, kept for the life of the process."""
     from unittest import mock
 
@@ -59,10 +69,54 @@ def fake_host(cores, threads, hostname):
             (driver + '_get_local_gb_info',
              lambda self: {'total': 128, 'used': 44, 'free': 84}),
             (driver + '_create_image', _create_image),
+            (driver + 'migrate_disk_and_power_off',
+             _migrate_disk_and_power_off),
             ('nova.virt.libvirt.driver.libvirt_utils.is_valid_hostname',
              lambda hostname: True),
             ('nova.privsep.utils.supports_direct_io', lambda path: True)):
         mock.patch(target, value).start()
+    keep_guests(connection, os.path.join(state_path, 'fake-guests.json'))
+
+
+def keep_guests(connection, path, interval=0.5):
+    """Define the guests saved in ``path``, and save them every interval.
+
+    Each guest is saved as its XML and state; a SIGKILL loses at most the
+    changes of the last ``interval`` seconds.
+    """
+    import threading
+    import time
+
+    from nova.tests.fixtures import libvirt as fakelibvirt
+
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        saved = []
+    for xml, state in saved:
+        domain = connection.defineXML(xml)
+        if state in (fakelibvirt.VIR_DOMAIN_RUNNING,
+                     fakelibvirt.VIR_DOMAIN_PAUSED):
+            domain.create()
+        if state == fakelibvirt.VIR_DOMAIN_PAUSED:
+            domain.suspend()
+
+    def save():
+        while True:
+            try:
+                guests = [(domain.XMLDesc(0), domain.info()[0])
+                          for domain in list(connection._vms.values())]
+                with open(path + '.new', 'w') as f:
+                    json.dump(guests, f)
+                os.replace(path + '.new', path)
+            except Exception as error:
+                # NOTE: the next round saves them; the thread must live.
+                print('fake_compute: guests not saved: %r' % error,
+                      file=sys.stderr)
+            time.sleep(interval)
+
+    threading.Thread(target=save, name='keep-guests', daemon=True).start()
 
 
 def _create_image(self, context, instance, disk_mapping, *args, **kwargs):
@@ -77,6 +131,14 @@ def _create_image(self, context, instance, disk_mapping, *args, **kwargs):
     return False, False
 
 
+def _migrate_disk_and_power_off(self, context, instance, dest, flavor,
+                                network_info, block_device_info=None,
+                                timeout=0, retry_interval=0):
+    """Power off, and no disk to copy (Nova's answer is their list)."""
+    self.power_off(instance, timeout, retry_interval)
+    return '[]'
+
+
 def main():
     cores, threads, script = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     entry_point = console_script(script)
@@ -84,8 +146,8 @@ def main():
     # before anything else is imported.
     importlib.import_module(entry_point.module)
     sys.argv = [script] + sys.argv[4:]
-    hostname = _option_value('host')
-    fake_host(cores, threads, hostname)
+    fake_host(cores, threads, _option_value('host'),
+              _option_value('state_path'))
     sys.exit(entry_point.load()())
 
 

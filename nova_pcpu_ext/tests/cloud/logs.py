@@ -16,6 +16,7 @@ extension's activation lines."""
 import fnmatch
 import os
 import re
+import time
 
 import yaml
 
@@ -71,10 +72,15 @@ def is_error(record):
     return ERROR.search(record) is not None
 
 
-def unexpected_errors(log_dir):
+def unexpected_errors(log_dir, stock_pids=(), stock_windows=()):
     """Error records no allowlist entry explains, and those it does.
 
-    Returns [(log name, first line)] and {pattern: count}.
+    For the journey, in which the extension deployment runs stock Nova:
+    the records of ``stock_pids`` (its processes that ran stock Nova), and
+    of its placement within ``stock_windows`` ((start, end) epoch seconds
+    in which some of its computes ran stock Nova: placement answers
+    theirs), are judged as the stock deployment's. Returns [(log name,
+    first line)] and {pattern: count}.
     """
     allowlist = load_allowlist()
     unexpected, allowed = [], {}
@@ -85,8 +91,14 @@ def unexpected_errors(log_dir):
             for record in records(f):
                 if not is_error(record):
                     continue
+                judged_as = name
+                if _pid(record) in stock_pids or (
+                        name == 'ext-placement.log' and any(
+                            start <= _time(record) <= end
+                            for start, end in stock_windows)):
+                    judged_as = 'stock-' + name.partition('-')[2]
                 entry = next((e for e in allowlist
-                              if fnmatch.fnmatch(name, e['log']) and
+                              if fnmatch.fnmatch(judged_as, e['log']) and
                               e['regex'].search(record)), None)
                 if entry:
                     allowed[entry['pattern']] = allowed.get(
@@ -94,6 +106,22 @@ def unexpected_errors(log_dir):
                 else:
                     unexpected.append((name, record.splitlines()[0]))
     return unexpected, allowed
+
+
+def _pid(record):
+    match = OSLO_PREFIX.match(record)
+    return int(match.group().split()[2]) if match else None
+
+
+def _time(record):
+    """Epoch seconds of an oslo.log record (local time); None without."""
+    match = OSLO_PREFIX.match(record)
+    if not match:
+        return None
+    stamp = ' '.join(match.group().split()[:2])
+    whole, _, fraction = stamp.partition('.')
+    return time.mktime(time.strptime(whole, '%Y-%m-%d %H:%M:%S')) + float(
+        '0.' + (fraction or '0'))
 
 
 def missing_activation(log_dir, names):

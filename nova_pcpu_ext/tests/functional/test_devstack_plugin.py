@@ -60,14 +60,12 @@ CHECK = textwrap.dedent('''
 ''')
 
 
-class DevstackPluginTest(testtools.TestCase):
+class ScratchFilesTestCase(testtools.TestCase):
+    """Files of a scratch directory, written and read."""
 
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.nova_conf = self.write('nova.conf', NOVA_CONF)
-        self.cpu_conf = self.write('nova-cpu.conf', NOVA_CONF)
-        self.tempest_conf = self.write('tempest.conf', '[DEFAULT]\n')
 
     def write(self, name, text):
         path = os.path.join(self.tmp, name)
@@ -78,6 +76,15 @@ class DevstackPluginTest(testtools.TestCase):
     def read(self, path):
         with open(path) as f:
             return f.read()
+
+
+class DevstackPluginTest(ScratchFilesTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.nova_conf = self.write('nova.conf', NOVA_CONF)
+        self.cpu_conf = self.write('nova-cpu.conf', NOVA_CONF)
+        self.tempest_conf = self.write('tempest.conf', '[DEFAULT]\n')
 
     def phase(self, *args, **settings):
         """The calls the phase made of devstack's process functions."""

@@ -31,6 +31,7 @@ import testtools
 
 from nova_pcpu_ext.tests.cloud import deploy
 from nova_pcpu_ext.tests.cloud import drills
+from nova_pcpu_ext.tests.cloud import journey
 from nova_pcpu_ext.tests.cloud import logs
 from nova_pcpu_ext.tests.cloud import processes
 from nova_pcpu_ext.tests.cloud import tempest_run
@@ -150,6 +151,30 @@ class LogScanTest(testtools.TestCase):
         unexpected, allowed = logs.unexpected_errors(self.dir)
         self.assertEqual(['ext-placement.log'], [n for n, _ in unexpected])
         self.assertEqual([1], list(allowed.values()))
+
+    def test_ext_processes_that_ran_stock_are_judged_as_stock(self):
+        # The journey's ext deployment runs stock Nova before it is
+        # switched on: stock's entries excuse those processes only.
+        self.write('ext-placement.log', ''.join(
+            '2026-01-01 00:00:01.000 %d ERROR placement.fault_wrap [-] '
+            'Placement API unexpected error: Another thread concurrently '
+            'updated the resource provider\n' % pid for pid in (7, 8)))
+        unexpected, _ = logs.unexpected_errors(self.dir, stock_pids={7})
+        self.assertEqual([('ext-placement.log', '2026-01-01 00:00:01.000 8 '
+                           'ERROR placement.fault_wrap [-] Placement API '
+                           'unexpected error: Another thread concurrently '
+                           'updated the resource provider')], unexpected)
+
+    def test_ext_placement_is_judged_as_stock_while_stock_computes_ran(self):
+        line = ('2026-01-01 00:00:%02d.000 9 ERROR placement.fault_wrap [-] '
+                'Placement API unexpected error: Another thread concurrently '
+                'updated the resource provider\n')
+        self.write('ext-placement.log', line % 1 + line % 5)
+        start = time.mktime((2026, 1, 1, 0, 0, 0, 0, 0, -1))
+        unexpected, _ = logs.unexpected_errors(
+            self.dir, stock_windows=[(start, start + 2)])
+        self.assertEqual([('ext-placement.log', (line % 5).strip())],
+                         unexpected)
 
     def test_every_allowlist_entry_has_a_reason(self):
         for entry in logs.load_allowlist():
@@ -319,6 +344,35 @@ class DrillFiguresTest(testtools.TestCase):
                     'computes alive': True}}})}
         self.assertEqual(['drill conductor freeze: %s is False on ext, '
                           'needs True' % figure], drills.failures(results))
+
+
+class JourneyVerdictTest(testtools.TestCase):
+
+    def test_met_unmet_and_missing_figures(self):
+        results = {'rows': journey.rows({
+            'repair': {'isolate servers healed': 2, 'heal exit code': 1,
+                       'heal rows': {'a': 'healed'}},
+            'rollback': {'error': 'TimeoutError: x'}})}
+        rows = {(r['step'], r['figure']): r for r in results['rows']}
+        self.assertTrue(rows['repair', 'isolate servers healed']['ok'])
+        self.assertIs(False, rows['repair', 'heal exit code']['ok'])
+        # Details stay in the JSON only.
+        self.assertNotIn(('repair', 'heal rows'), rows)
+        failures = journey.failures(results)
+        self.assertIn('journey repair: heal exit code is 1, needs 0',
+                      failures)
+        self.assertIn('journey rollback: error is TimeoutError: x, needs '
+                      'no error', failures)
+        # A figure that was never measured is not met.
+        self.assertIn('journey repair: second heal exit code, rows is '
+                      'None, needs 0, 0', failures)
+
+    def test_lists_are_judged_and_shown_by_length(self):
+        rows = journey.rows({'rollback': {
+            'workload servers changed': ['a: ACTIVE -> ERROR']}})
+        (row,) = [r for r in rows if r['step'] == 'rollback' and
+                  r['figure'] == 'workload servers changed']
+        self.assertEqual((1, False), (row['value'], row['ok']))
 
 
 class ProcessesTest(testtools.TestCase):

@@ -1,0 +1,658 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The operator's journey, on the ``ext`` deployment.
+
+It starts as stock Nova with servers and the two bugs' damage, is switched
+on one service at a time while a load boots and deletes servers and
+disables and enables computes, is repaired with the operator commands,
+switched off again the same way and back on. Each step follows
+doc/source/install.rst ("Switching it on in a running cloud", "Switching it
+off"), through the devstack plugin, and ends with the extension active.
+"""
+
+import collections
+import concurrent.futures
+import itertools
+import json
+import os
+import random
+import re
+import subprocess
+import threading
+import time
+
+from nova_pcpu_ext.tests.cloud import deploy
+from nova_pcpu_ext.tests.cloud import drills
+from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests import grenade
+
+HYPERTHREADING = 'HW_CPU_HYPERTHREADING'
+#: {mode: seconds of load before and after the restarts of a step}
+SIZES = {'short': 3, 'full': 60}
+#: The configured VCPU ratio the ext computes write (Nova's initial 4.0).
+VCPU_RATIO = 4.0
+#: Seconds a restarted service has to be back.
+BACK_TIMEOUT = 120
+#: The compute the grenade resources disable; the load leaves it alone.
+GRENADE_DISABLED_HOST = 'ht'
+
+
+class Load:
+    """Boots and deletes servers, disables and enables computes.
+
+    Two threads until :meth:`stop`: one boots a server of each kind in
+    turn, waits for it and deletes it; one disables a compute and enables
+    it again. Every API error and every server not ACTIVE is recorded; a
+    server that ends in ERROR while a service restarts (``restarts``:
+    [start, end or None while it lasts] of each) is counted apart.
+    """
+
+    def __init__(self, target, flavors, hosts, restarts):
+        self.target = target
+        self.flavors = flavors
+        self.hosts = hosts
+        self.restarts = restarts
+        self.rng = random.Random(drills.SEED)
+        self.stopped = threading.Event()
+        self.scheduler_has_extension = False
+        self.outcomes = collections.Counter()
+        self.api_errors, self.anomalies, self.restarted = [], [], []
+        self.threads = [threading.Thread(target=self._guard, args=(f,))
+                        for f in (self._boots, self._status_changes)]
+
+    def start(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def stop(self):
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join()
+        figures = {
+            'servers booted': sum(self.outcomes[outcome] for outcome in (
+                'ACTIVE', 'No valid host', 'restart', 'other')),
+            'servers ACTIVE': self.outcomes['ACTIVE'],
+            'servers with No valid host': self.outcomes['No valid host'],
+            'servers in ERROR while a service restarted': self.outcomes[
+                'restart'],
+            'servers ending otherwise': self.outcomes['other'],
+            'status changes': self.outcomes['status change'],
+            'API errors': len(self.api_errors),
+            'anomalies': self.anomalies + self.api_errors,
+            'servers in ERROR while a service restarted, and why':
+                self.restarted,
+        }
+        return figures
+
+    def _guard(self, function):
+        while not self.stopped.is_set():
+            try:
+                function()
+            except Exception as error:
+                self.api_errors.append('%s: %s: %s' % (
+                    function.__name__, type(error).__name__, error))
+                time.sleep(1)
+
+    def _boots(self):
+        for kind in itertools.cycle(self.flavors):
+            if self.stopped.is_set():
+                return
+            judged_by_extension = self.scheduler_has_extension
+            booted = time.time()
+            server_id = drills.boot(self.target, self.flavors[kind])
+            try:
+                server = drills.wait_for_servers(
+                    self.target, [server_id], 120)[server_id]
+                self._judge(kind, server, judged_by_extension,
+                            (booted, time.time()))
+            finally:
+                drills.delete_servers(self.target, [server_id])
+
+    def _judge(self, kind, server, judged_by_extension, lifetime):
+        fault = server.get('fault', {}).get('message', '')
+        what = '%s %s %s: %s' % (kind, server['id'], server['status'], fault)
+        held = holdings(self.target, server['id'])
+        if server['status'] == 'ACTIVE':
+            self.outcomes['ACTIVE'] += 1
+        elif drills.NO_VALID_HOST.search(fault):
+            self.outcomes['No valid host'] += 1
+        elif any(start <= lifetime[1] and lifetime[0] <= (end or time.time())
+                 for start, end in self.restarts):
+            # A boot in flight when the scheduler or a compute stops:
+            # its reply lost (MessagingTimeout), or its build interrupted
+            # and errored at the compute's start; its allocation stays
+            # until it is deleted, as Nova leaves it.
+            self.outcomes['restart'] += 1
+            self.restarted.append(what)
+            return
+        else:
+            self.outcomes['other'] += 1
+            self.anomalies.append(what)
+        if not drills.matches_flavor(kind, server['status'], held_sum(held)):
+            self.anomalies.append('%s holds %s' % (what, held))
+        if kind == 'isolate' and judged_by_extension and any(
+                HYPERTHREADING in self.target.placement(
+                    '/resource_providers/%s/traits' % uuid)['traits']
+                for uuid in held):
+            self.anomalies.append('isolate server %s on a hyperthreaded '
+                                  'host' % server['id'])
+
+    def _status_changes(self):
+        host = self.rng.choice(self.hosts)
+        try:
+            self.target.set_disabled(host, True)
+            self.outcomes['status change'] += 1
+            self.stopped.wait(self.rng.uniform(0.5, 2))
+        finally:
+            self.target.set_disabled(host, False)
+            self.outcomes['status change'] += 1
+        self.stopped.wait(self.rng.uniform(0.5, 2))
+
+
+def holdings(target, consumer):
+    """{provider uuid: {resource class: amount}} of ``consumer``."""
+    return {uuid: allocation['resources'] for uuid, allocation in
+            target.placement('/allocations/%s' % consumer)[
+                'allocations'].items()}
+
+
+def held_sum(holding):
+    held = collections.Counter()
+    for resources in holding.values():
+        held.update(resources)
+    return held
+
+
+class Journey:
+
+    def __init__(self, cloud, mode):
+        self.cloud = cloud
+        self.deployment = cloud.deployments[-1]
+        self.target = drills.Target(cloud, self.deployment)
+        self.load_seconds = SIZES[mode]
+        self.flavors = {kind: drills.flavor(self.target, 'drill-' + kind,
+                                            specs)
+                        for kind, specs in drills.KINDS.items()}
+        self.workload = {}  # {server id: kind}
+        self.isolate_ids = []
+        self.steps, self.seconds = {}, {}
+        # Processes of this deployment that ran stock Nova: the log check
+        # judges their records as stock's.
+        self.stock_pids = set()
+        self.restarts = []  # [start, end or None] of each restart
+        # (start, end) in which some service ran stock Nova.
+        self.stock_windows = [[time.time(), None]]
+
+    # What an operator runs ------------------------------------------------
+
+    def command(self, *argv):
+        """(exit code, stdout) of an operator command on nova.conf."""
+        result = subprocess.run(
+            [os.path.join(deploy.BIN, argv[0]), '--config-file',
+             self.deployment.nova_conf] + list(argv[1:]),
+            capture_output=True, text=True, env=self.deployment.env(),
+            timeout=900)
+        return result.returncode, result.stdout
+
+    def upgrade_check(self):
+        """(exit code, {check name: (result, details)})."""
+        code, out = self.command('nova-pcpu-ext-status', 'upgrade', 'check',
+                                 '--json')
+        checks = {c['check']: (c['result'], c['details'])
+                  for c in json.loads(out)['checks']}
+        return code, checks
+
+    def heal(self, *options):
+        code, out = self.command('nova-pcpu-ext-manage', 'heal', 'isolate',
+                                 '--format', 'json', *options)
+        return code, json.loads(out)
+
+    # The state of the cloud -----------------------------------------------
+
+    def servers(self):
+        """{id: (status, host)} of the workload."""
+        return {s['id']: (s['status'], s.get('OS-EXT-SRV-ATTR:host'))
+                for s in self.target.compute(
+                    'GET', '/servers/detail?all_tenants=1')['servers']
+                if s['id'] in self.workload}
+
+    def inconsistencies(self):
+        """What placement holds that does not match the servers."""
+        servers = {s['id']: s for s in self.target.compute(
+            'GET', '/servers/detail?all_tenants=1')['servers']}
+        found = []
+        for server_id, kind in self.workload.items():
+            server = servers.get(server_id)
+            held = held_sum(holdings(self.target, server_id))
+            if server is None:
+                found.append('server %s is gone' % server_id)
+            elif not drills.matches_flavor(kind, 'ACTIVE', held):
+                found.append('%s %s holds %s' % (kind, server_id,
+                                                 dict(held)))
+        for host, uuid in self.target.providers.items():
+            consumers = self.target.placement(
+                '/resource_providers/%s/allocations' % uuid)['allocations']
+            found += ['%s: allocation of %s, which is no server' % (host, c)
+                      for c in consumers if c not in servers]
+        return found
+
+    def lost_status_changes(self):
+        """Hosts whose trait disagrees with their service, after a settle."""
+        def disagreeing():
+            services = self.target.services()
+            return sorted(host for host in self.target.providers if (
+                services[host]['status'] == 'disabled') != (
+                drills.DISABLED in self.target.traits(host)))
+        drills._wait(lambda: not disagreeing(), 5 * drills.INTERVAL)
+        return disagreeing()
+
+    def ratio(self, host, resource_class='VCPU'):
+        return self.target.placement(
+            '/resource_providers/%s/inventories' %
+            self.target.providers[host])['inventories'][resource_class][
+                'allocation_ratio']
+
+    # Restarts ---------------------------------------------------------------
+
+    def back(self, service):
+        """Whether a restarted ``service`` is back.
+
+        A compute when it answers a call (its host's uptime); the
+        scheduler, which takes none from the API, when its service record
+        shows a report. The load's status changes change a compute's
+        record too, so that cannot tell a compute's report.
+        """
+        if service == 'scheduler':
+            (record,) = self.target.compute(
+                'GET', '/os-services?binary=nova-scheduler')['services']
+            return record['updated_at']
+        return self.target.compute(
+            'GET', '/os-hypervisors/%s/uptime' % self.target.providers[
+                service], microversion='2.87')['hypervisor']['uptime']
+
+    def pids(self, service):
+        group = self.target.procs.running().get(
+            self.deployment.service(service))
+        return {p.pid for p in processes.process_table() if p.pgid == group}
+
+    def restart(self, on, name, service, start):
+        """Stop ``service`` and ``start()`` it; seconds until it is back."""
+        window = [time.time(), None]
+        self.restarts.append(window)
+        stock = self.pids(service)
+        self.target.procs.stop(self.deployment.service(service))
+        before = self.back(name) if name == 'scheduler' else None
+        start()
+        back = drills._wait(lambda: self.back(name) != before,
+                            BACK_TIMEOUT)
+        window[1] = time.time()
+        self.stock_pids |= stock if on else self.pids(service)
+        return back
+
+    def services(self):
+        """{name: (service, start)} of what is restarted."""
+        services = {'scheduler': (
+            'nova-scheduler', lambda: self.target.procs.start_again(
+                self.deployment.service('nova-scheduler')))}
+        for c in self.deployment.computes:
+            services[c.host] = ('compute-' + c.host,
+                                lambda c=c: self.deployment.start_compute(c))
+        return services
+
+    def roll(self, on, load=None):
+        """Switch every service, one at a time; seconds until each reports.
+
+        On: the scheduler first, then the computes; off: the reverse. Also
+        the seconds from noht's report until placement has its ratio.
+        """
+        self.deployment.switch_extension(on)
+        if not on:
+            self.stock_windows.append([time.time(), None])
+        back_in, ratio_fixed = {}, None
+        names = list(self.services())
+        for name in names if on else names[1:] + names[:1]:
+            back_in[name] = self.restart(on, name, *self.services()[name])
+            if name == 'scheduler' and load:
+                load.scheduler_has_extension = on
+            if on and name == 'noht':
+                ratio_fixed = drills._wait(
+                    lambda: self.ratio('noht') == VCPU_RATIO,
+                    2 * drills.INTERVAL)
+        if on:
+            self.stock_windows[-1][1] = time.time()
+        return back_in, ratio_fixed
+
+    def all_at_once(self):
+        """Switch every service on at once; seconds until each reports."""
+        self.deployment.switch_extension(True)
+        with concurrent.futures.ThreadPoolExecutor(len(
+                self.services())) as pool:
+            futures = {name: pool.submit(self.restart, True, name, *service)
+                       for name, service in self.services().items()}
+            back_in = {name: f.result() for name, f in futures.items()}
+        self.stock_windows[-1][1] = time.time()
+        return back_in
+
+    def under_load(self, on):
+        """:meth:`roll` under load, with what the load and the cloud saw."""
+        before = self.servers()
+        load = Load(self.target, self.flavors, sorted(
+            set(self.target.providers) - {GRENADE_DISABLED_HOST}),
+            self.restarts).start()
+        load.scheduler_has_extension = not on
+        try:
+            time.sleep(self.load_seconds)
+            back_in, ratio_fixed = self.roll(on, load)
+            time.sleep(self.load_seconds)
+        finally:
+            figures = load.stop()
+        after = self.servers()
+        figures.update({
+            'workload servers changed': sorted(
+                '%s: %s -> %s' % (i, before[i], after.get(i))
+                for i in before if after.get(i) != before[i]),
+            'status changes lost': self.lost_status_changes(),
+            'placement inconsistencies': self.inconsistencies(),
+            'seconds until each restarted service was back': back_in,
+            'slowest return after a restart (s)': None if None in
+            back_in.values() else max(back_in.values()),
+        })
+        return figures, ratio_fixed
+
+    # The steps --------------------------------------------------------------
+
+    def stock_with_damage(self):
+        """Servers of every kind, and the two bugs' damage made certain."""
+        self.target.compute(
+            'PUT', '/os-quota-sets/%s' % self.target.conn.current_project_id,
+            {'quota_set': {'instances': -1, 'cores': -1, 'ram': -1}})
+        # The isolate servers where stock Nova may put them, on VCPU of
+        # the legacy host; the dedicated ones on ht, so that noht keeps
+        # its PCPUs for the repair.
+        plan = (('isolate', 'legacy-ht', None),
+                ('isolate', 'legacy-ht', 'os-stop'),
+                ('dedicated', 'ht', None), ('dedicated', 'ht', 'pause'),
+                ('shared', None, 'os-stop'), ('shared', None, 'pause'),
+                ('shared', None, None))
+        ids = [boot_on(self.target, self.flavors[kind], host)
+               for kind, host, _ in plan]
+        self.workload = {i: kind for i, (kind, _, _) in zip(ids, plan)}
+        servers = drills.wait_for_servers(self.target, ids, 300)
+        self.isolate_ids = ids[:2]
+        actions = [(i, action, {'os-stop': 'SHUTOFF', 'pause': 'PAUSED'}[
+            action]) for i, (_, _, action) in zip(ids, plan) if action]
+        for server_id, action, _ in actions:
+            self.target.compute('POST', '/servers/%s/action' % server_id,
+                                {action: None})
+        drills._wait(lambda: all(self.servers()[i][0] == status
+                                 for i, _, status in actions), 120)
+        on_legacy = [i for i in self.isolate_ids
+                     if servers[i]['OS-EXT-SRV-ATTR:host'] == 'legacy-ht'
+                     and 'VCPU' in held_sum(holdings(self.target, i))]
+        return {
+            'workload': dict(collections.Counter(
+                '%s %s' % (self.workload[i], status)
+                for i, (status, _) in self.servers().items())),
+            'isolate servers on VCPU of legacy-ht': len(on_legacy),
+            'noht VCPU allocation ratio': self.ratio('noht'),
+        }
+
+    def before(self):
+        code, checks = self.upgrade_check()
+        dry_code, rows = self.heal('--dry-run')
+        listed = {r['server']: r['result'] for r in rows}
+        ratios = checks['Placement allocation ratios']
+        stuck = checks['Servers that forbid hyperthreads and can hardly move']
+        return {
+            'upgrade check exit code': code,
+            'upgrade check results': {name: result for name, (result, _)
+                                      in checks.items()},
+            'ratio 0.0 of noht reported': 'noht' in (ratios[1] or ''),
+            'isolate servers reported on legacy-ht': sum(
+                '%s on legacy-ht' % i in (stuck[1] or '')
+                for i in self.isolate_ids),
+            'heal --dry-run exit code': dry_code,
+            'heal --dry-run rows': listed,
+            'isolate servers listed with a destination': sum(
+                re.match(r'dry run: would .* \(room on \S+\)$',
+                         listed.get(i, '')) is not None
+                for i in self.isolate_ids),
+        }
+
+    def rolling_enable(self):
+        figures, ratio_fixed = self.under_load(on=True)
+        figures['noht ratio fixed after its restart (s)'] = ratio_fixed
+        return figures
+
+    def repair(self):
+        before = self.servers()
+        code, rows = self.heal('--cold')
+        again_code, again = self.heal()
+        check_code, checks = self.upgrade_check()
+        after = self.servers()
+        placed = {}
+        for server_id in self.isolate_ids:
+            holding = holdings(self.target, server_id)
+            placed[server_id] = (after[server_id][0], sorted(
+                '%s:%s' % (rc, n) for resources in holding.values()
+                for rc, n in resources.items() if 'CPU' in rc), any(
+                HYPERTHREADING in self.target.placement(
+                    '/resource_providers/%s/traits' % uuid)['traits']
+                for uuid in holding))
+        return {
+            'heal exit code': code,
+            'heal rows': {r['server']: r['result'] for r in rows},
+            'isolate servers healed': sum(
+                status == before[i][0] and cpus == ['PCPU:1'] and not ht
+                for i, (status, cpus, ht) in placed.items()),
+            'where the isolate servers are': placed,
+            'second heal exit code, rows': '%d, %d' % (again_code,
+                                                       len(again)),
+            'upgrade check exit code': check_code,
+            'upgrade check results': {name: result for name, (result, _)
+                                      in checks.items()},
+            'placement inconsistencies': self.inconsistencies(),
+        }
+
+    def rollback(self):
+        figures, _ = self.under_load(on=False)
+        code, checks = self.upgrade_check()
+        figures.update({
+            'upgrade check exit code': code,
+            'upgrade check results': {name: result for name, (result, _)
+                                      in checks.items()},
+            'noht VCPU allocation ratio left': self.ratio('noht'),
+        })
+        return figures
+
+    def back_on(self):
+        before = self.servers()
+        back_in = self.all_at_once()
+        after = self.servers()
+        return {
+            'slowest return after a restart (s)': None if None in
+            back_in.values() else max(back_in.values()),
+            'workload servers changed': sorted(
+                i for i in before if after.get(i) != before[i]),
+            'placement inconsistencies': self.inconsistencies(),
+            'status changes lost': self.lost_status_changes(),
+        }
+
+    def run(self):
+        steps = (('stock with damage', self.stock_with_damage),
+                 ('before', self.before),
+                 ('rolling enable', self.rolling_enable),
+                 ('repair', self.repair),
+                 ('rollback', self.rollback),
+                 ('back on', self.back_on))
+        for name, step in steps:
+            start = time.monotonic()
+            try:
+                # grenade's resources span the rollback and back on, as
+                # they span an upgrade.
+                created = self.grenade('create') if name == 'rollback' else 0
+                self.steps[name] = step()
+                if created != 0:
+                    self.steps[name]['grenade resources created'] = created
+                if name == 'back on':
+                    self.steps[name]['grenade resources verified'] = (
+                        self.grenade('verify'))
+            except Exception as error:
+                self.steps[name] = {'error': '%s: %s' % (
+                    type(error).__name__, error)}
+            self.seconds[name] = round(time.monotonic() - start, 1)
+            if 'error' in self.steps[name]:
+                break
+        self.clean_up()
+        return {'steps': self.steps, 'seconds': self.seconds,
+                'rows': rows(self.steps),
+                'stock_pids': sorted(self.stock_pids),
+                'stock_windows': [(start, end or time.time())
+                                  for start, end in self.stock_windows]}
+
+    def grenade(self, phase):
+        """True once resources.sh PHASE ran, or its error."""
+        try:
+            grenade.run_resources(
+                phase, self.deployment.dir, self.cloud.os_env(),
+                NOVA_PCPU_EXT_GRENADE_DISABLED_HOST=GRENADE_DISABLED_HOST,
+                NOVA_PCPU_EXT_GRENADE_IMAGE=deploy.IMAGE_NAME)
+        except Exception as error:
+            return '%s: %s' % (type(error).__name__, error)
+        return True
+
+    def clean_up(self):
+        """Leave room for tempest and the drills."""
+        self.grenade('destroy')
+        drills.delete_servers(self.target, list(self.workload))
+
+
+def boot_on(target, flavor_id, host=None):
+    """A server booted on ``host`` (admin, microversion 2.74) or anywhere."""
+    body = {'name': 'journey', 'imageRef': target.image_id,
+            'flavorRef': flavor_id, 'networks': 'none'}
+    if host:
+        body['host'] = host
+    return target.compute('POST', '/servers', {'server': body},
+                          microversion='2.74')['server']['id']
+
+
+# The verdict ------------------------------------------------------------
+
+Check = collections.namedtuple('Check', 'step figure requirement test')
+
+
+def _none(value):
+    return not value
+
+
+def _back(value):
+    return value is not None
+
+
+#: What every step that restarts services must show: nothing changed,
+#: placement consistent, every service back.
+AFTER_RESTARTS = (
+    ('workload servers changed', 'none', _none),
+    ('placement inconsistencies', 'none', _none),
+    ('status changes lost', 'none', _none),
+    ('slowest return after a restart (s)', 'back', _back),
+)
+#: And those under load, in addition.
+UNDER_LOAD = (
+    ('servers ending otherwise', '0', lambda v: v == 0),
+    ('API errors', '0', lambda v: v == 0),
+    ('anomalies', 'none', _none),
+)
+
+CHECKS = (
+    Check('stock with damage', 'isolate servers on VCPU of legacy-ht', '2',
+          lambda v: v == 2),
+    Check('stock with damage', 'noht VCPU allocation ratio', '0.0',
+          lambda v: v == 0.0),
+    Check('before', 'upgrade check exit code', '2 (failures)',
+          lambda v: v == 2),
+    Check('before', 'ratio 0.0 of noht reported', 'True', lambda v: v),
+    Check('before', 'isolate servers reported on legacy-ht', '2',
+          lambda v: v == 2),
+    Check('before', 'isolate servers listed with a destination', '2',
+          lambda v: v == 2),
+    Check('rolling enable', 'noht ratio fixed after its restart (s)',
+          '<= %s (one periodic update)' % (2 * drills.INTERVAL), _back),
+    Check('repair', 'isolate servers healed', '2', lambda v: v == 2),
+    Check('repair', 'heal exit code', '0', lambda v: v == 0),
+    Check('repair', 'second heal exit code, rows', '0, 0',
+          lambda v: v == '0, 0'),
+    Check('repair', 'upgrade check exit code', '0', lambda v: v == 0),
+    Check('repair', 'placement inconsistencies', 'none', _none),
+    Check('rollback', 'upgrade check exit code', 'ran (0, 1 or 2)',
+          lambda v: v in (0, 1, 2)),
+    Check('rollback', 'grenade resources created', 'True',
+          lambda v: v is True),
+    Check('back on', 'grenade resources verified', 'True',
+          lambda v: v is True),
+) + tuple(Check(step, *check)
+          for step in ('rolling enable', 'rollback', 'back on')
+          for check in AFTER_RESTARTS + (
+              UNDER_LOAD if step != 'back on' else ()))
+
+
+def rows(steps):
+    """One row per figure: step, figure, value, requirement, ok."""
+    checks = {(c.step, c.figure): c for c in CHECKS}
+    result = []
+    for step, figures in steps.items():
+        for figure, value in figures.items():
+            check = checks.get((step, figure))
+            if figure == 'error':
+                result.append({'step': step, 'figure': figure,
+                               'value': value, 'requirement': 'no error',
+                               'ok': False})
+            elif check or not isinstance(value, (dict, list)):
+                result.append({
+                    'step': step, 'figure': figure,
+                    'value': _brief(value),
+                    'requirement': check.requirement if check else '',
+                    'ok': bool(check.test(value)) if check else None})
+    seen = {(r['step'], r['figure']) for r in result}
+    result += [{'step': c.step, 'figure': c.figure, 'value': None,
+                'requirement': c.requirement, 'ok': False}
+               for c in CHECKS if (c.step, c.figure) not in seen]
+    return result
+
+
+def _brief(value):
+    """A list or dict as its length in the table; the JSON has it all."""
+    return len(value) if isinstance(value, (dict, list)) else value
+
+
+def failures(results):
+    return ['journey %(step)s: %(figure)s is %(value)s, needs '
+            '%(requirement)s' % row for row in results['rows']
+            if row['ok'] is False]
+
+
+def table(results):
+    lines = ['%-18s %-48s %-12s %s' % ('step', 'figure', 'value', 'needs')]
+    for row in results['rows']:
+        verdict = {True: 'met', False: 'NOT MET', None: ''}[row['ok']]
+        lines.append('%-18s %-48s %-12s %s' % (
+            row['step'], row['figure'], row['value'],
+            ('%s: %s' % (row['requirement'], verdict)) if verdict else ''))
+    lines.append('seconds per step: %s' % results['seconds'])
+    return '\n'.join(lines)
+
+
+def run(cloud, mode):
+    return Journey(cloud, mode).run()
