@@ -188,6 +188,15 @@ class Cloud:
                 not self.args.no_libvirt, self.dir)
         return results
 
+    def check_swapped_compute(self):
+        """kolla's health check finds its compute by the name nova-compute."""
+        ext = self.deployments[-1]
+        if deploy.KOLLA_SWAPPED not in {c.host for c in ext.computes}:
+            return []
+        name = ext.process_name('compute-' + deploy.KOLLA_SWAPPED)
+        return [] if name == 'nova-compute' else [
+            'the kolla-swapped compute runs as %r, not nova-compute' % name]
+
     def stop(self, keep=()):
         """Stop every process of the cloud except ``keep``.
 
@@ -269,6 +278,7 @@ def main(argv=None):
         if args.drills != 'none':
             drill_results = phases('drills', drills.run, cloud, args.drills)
             failures += drills.failures(drill_results)
+        failures += cloud.check_swapped_compute()
         if args.keep:
             kept = [n for n in cloud.procs.running()
                     if not n.startswith('stock-')]

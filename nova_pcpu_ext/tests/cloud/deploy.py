@@ -64,6 +64,11 @@ COMPUTES = (
 )
 
 
+#: The extension's compute that runs as kolla's image runs it (deploy/kolla):
+#: nova-pcpu-ext-compute's console script copied as ``nova-compute``.
+KOLLA_SWAPPED = 'libvirt'
+
+
 def write_conf(path, sections):
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str
@@ -386,7 +391,27 @@ class NovaDeployment:
                                     NOVA_CPU_CONF=conf_path)
         (call,) = [c for c in calls if c[:2] == ['run_process', 'n-cpu']]
         # run_process n-cpu "COMMAND" GROUP
-        return shlex.split(call[2])
+        command = shlex.split(call[2])
+        if compute.host == KOLLA_SWAPPED:
+            command[0] = self.swapped_nova_compute(command[0])
+        return command
+
+    def swapped_nova_compute(self, script):
+        """``script`` copied as ``nova-compute``, as kolla's image swap does.
+
+        Into a directory of its own: the environment's ``nova-compute`` is
+        the stock deployment's.
+        """
+        path = os.path.join(self.dir, 'swapped-bin', 'nova-compute')
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        shutil.copy(script, path)
+        return path
+
+    def process_name(self, service):
+        """The name the kernel has for ``service``'s process (its comm)."""
+        pid = self.procs.pid(self.service(service))
+        return next((p.name for p in processes.process_table()
+                     if p.pid == pid), None)
 
     def start_computes(self):
         for compute in self.computes:
