@@ -82,10 +82,10 @@ def keep_guests(connection, path, interval=0.5):
     """Define the guests saved in ``path``, and save them every interval.
 
     Each guest is saved as its XML and state; a SIGKILL loses at most the
-    changes of the last ``interval`` seconds.
+    changes of the last ``interval`` seconds. Returns the event that stops
+    the saving.
     """
     import threading
-    import time
 
     from nova.tests.fixtures import libvirt as fakelibvirt
 
@@ -102,6 +102,8 @@ def keep_guests(connection, path, interval=0.5):
         if state == fakelibvirt.VIR_DOMAIN_PAUSED:
             domain.suspend()
 
+    stop = threading.Event()
+
     def save():
         while True:
             try:
@@ -114,9 +116,11 @@ def keep_guests(connection, path, interval=0.5):
                 # NOTE: the next round saves them; the thread must live.
                 print('fake_compute: guests not saved: %r' % error,
                       file=sys.stderr)
-            time.sleep(interval)
+            if stop.wait(interval):
+                return
 
     threading.Thread(target=save, name='keep-guests', daemon=True).start()
+    return stop
 
 
 def _create_image(self, context, instance, disk_mapping, *args, **kwargs):

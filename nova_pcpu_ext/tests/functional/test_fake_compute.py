@@ -53,14 +53,14 @@ class KeepGuestsTest(testtools.TestCase):
                 domain.suspend()
             elif name == 'shutoff':
                 domain.destroy()
-        fake_compute.keep_guests(before, path, interval=0.05)
+        self.addCleanup(fake_compute.keep_guests(before, path, 0.05).set)
         deadline = time.monotonic() + 5
         while not os.path.exists(path) and time.monotonic() < deadline:
             time.sleep(0.05)
 
         # A new process: a new connection that knows no guest.
         after = connection()
-        fake_compute.keep_guests(after, path, interval=0.05)
+        self.addCleanup(fake_compute.keep_guests(after, path, 0.05).set)
         listed = after.listAllDomains(
             fakelibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE |
             fakelibvirt.VIR_CONNECT_LIST_DOMAINS_INACTIVE)
