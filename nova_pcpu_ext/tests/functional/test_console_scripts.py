@@ -50,11 +50,13 @@ class _ScriptTestBase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(SchedulerProcessesLock())
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.log_file = os.path.join(self.dir, 'service.log')
+        self.scheduler_lock = None
 
     def _command(self, name, nova_conf, eventlet, environ=None):
+        if 'scheduler' in name and not self.scheduler_lock:
+            self.scheduler_lock = self.useFixture(SchedulerProcessesLock())
         path = os.path.join(self.dir, 'nova.conf')
         with open(path, 'w') as conf:
             conf.write(nova_conf)

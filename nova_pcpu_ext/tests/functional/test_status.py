@@ -58,11 +58,6 @@ def check(status, **kwargs):
 class ConfigurationCheckTest(testtools.TestCase):
     """The configuration check needs nova.conf and nothing else."""
 
-    def setUp(self):
-        super().setUp()
-        # It looks for the extension's scheduler on this host.
-        self.useFixture(test_console_scripts.SchedulerProcessesLock())
-
     def check(self, nova_conf):
         status = Command(self, PROG, 'http://127.0.0.1:%d' %
                          placement_server.free_port())
@@ -74,6 +69,8 @@ class ConfigurationCheckTest(testtools.TestCase):
         self.assertEqual((0, None), self.check(ACTIVATED))
 
     def test_scheduler_entry_or_command(self):
+        # Without the entry, the check looks for a scheduler on this host.
+        self.useFixture(test_console_scripts.SchedulerProcessesLock())
         missing = self.check('')
         scheduler = subprocess.Popen(
             ['bash', '-c', 'exec -a nova-pcpu-ext-scheduler sleep 60'])
@@ -110,6 +107,7 @@ class ConfigurationCheckTest(testtools.TestCase):
         ``start_scheduler(imports)`` starts a ``nova-scheduler`` whose
         script imports ``imports``.
         """
+        self.useFixture(test_console_scripts.SchedulerProcessesLock())
         start_scheduler('nova.cmd.scheduler')
         self.assertEqual(1, self.check('')[0])
         start_scheduler('nova_pcpu_ext.cmd.scheduler')
