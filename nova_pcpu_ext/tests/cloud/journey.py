@@ -108,18 +108,20 @@ class Load:
         for kind in itertools.cycle(self.flavors):
             if self.stopped.is_set():
                 return
-            judged_by_extension = self.scheduler_has_extension
+            scheduled_by_extension = self.scheduler_has_extension
             booted = time.time()
             server_id = drills.boot(self.target, self.flavors[kind])
             try:
                 server = drills.wait_for_servers(
                     self.target, [server_id], 120)[server_id]
-                self._judge(kind, server, judged_by_extension,
+                # Judged only if the extension's scheduler ran throughout.
+                self._judge(kind, server, scheduled_by_extension and
+                            self.scheduler_has_extension,
                             (booted, time.time()))
             finally:
                 drills.delete_servers(self.target, [server_id])
 
-    def _judge(self, kind, server, judged_by_extension, lifetime):
+    def _judge(self, kind, server, scheduled_by_extension, lifetime):
         fault = server.get('fault', {}).get('message', '')
         what = '%s %s %s: %s' % (kind, server['id'], server['status'], fault)
         held = holdings(self.target, server['id'])
@@ -141,7 +143,7 @@ class Load:
             self.anomalies.append(what)
         if not drills.matches_flavor(kind, server['status'], held_sum(held)):
             self.anomalies.append('%s holds %s' % (what, held))
-        if kind == 'isolate' and judged_by_extension and any(
+        if kind == 'isolate' and scheduled_by_extension and any(
                 HYPERTHREADING in self.target.placement(
                     '/resource_providers/%s/traits' % uuid)['traits']
                 for uuid in held):
@@ -322,9 +324,12 @@ class Journey:
         back_in, ratio_fixed = {}, None
         names = list(self.services())
         for name in names if on else names[1:] + names[:1]:
+            if name == 'scheduler' and load and not on:
+                # From its stop on, a stock scheduler may take a request.
+                load.scheduler_has_extension = False
             back_in[name] = self.restart(on, name, *self.services()[name])
-            if name == 'scheduler' and load:
-                load.scheduler_has_extension = on
+            if name == 'scheduler' and load and on:
+                load.scheduler_has_extension = True
             if on and name == 'noht':
                 ratio_fixed = drills._wait(
                     lambda: self.ratio('noht') == VCPU_RATIO,
