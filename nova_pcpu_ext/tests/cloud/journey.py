@@ -143,10 +143,8 @@ class Load:
             self.anomalies.append(what)
         if not drills.matches_flavor(kind, server['status'], held_sum(held)):
             self.anomalies.append('%s holds %s' % (what, held))
-        if kind == 'isolate' and scheduled_by_extension and any(
-                HYPERTHREADING in self.target.placement(
-                    '/resource_providers/%s/traits' % uuid)['traits']
-                for uuid in held):
+        if kind == 'isolate' and scheduled_by_extension and (
+                on_hyperthreaded_host(self.target, held)):
             self.anomalies.append('isolate server %s on a hyperthreaded '
                                   'host' % server['id'])
 
@@ -167,6 +165,22 @@ def holdings(target, consumer):
     return {uuid: allocation['resources'] for uuid, allocation in
             target.placement('/allocations/%s' % consumer)[
                 'allocations'].items()}
+
+
+def on_hyperthreaded_host(target, holding):
+    """Whether ``holding`` has resources of a hyperthreaded provider."""
+    return any(HYPERTHREADING in target.placement(
+        '/resource_providers/%s/traits' % uuid)['traits'] for uuid in holding)
+
+
+def slowest(back_in):
+    """The longest of ``{service: seconds until back}``; None if one is not."""
+    return None if None in back_in.values() else max(back_in.values())
+
+
+def results(checks):
+    """{check name: result} of an upgrade check's checks."""
+    return {name: result for name, (result, _) in checks.items()}
 
 
 def held_sum(holding):
@@ -322,12 +336,13 @@ class Journey:
         if not on:
             self.stock_windows.append([time.time(), None])
         back_in, ratio_fixed = {}, None
-        names = list(self.services())
+        services = self.services()
+        names = list(services)
         for name in names if on else names[1:] + names[:1]:
             if name == 'scheduler' and load and not on:
                 # From its stop on, a stock scheduler may take a request.
                 load.scheduler_has_extension = False
-            back_in[name] = self.restart(on, name, *self.services()[name])
+            back_in[name] = self.restart(on, name, *services[name])
             if name == 'scheduler' and load and on:
                 load.scheduler_has_extension = True
             if on and name == 'noht':
@@ -341,10 +356,10 @@ class Journey:
     def all_at_once(self):
         """Switch every service on at once; seconds until each reports."""
         self.deployment.switch_extension(True)
-        with concurrent.futures.ThreadPoolExecutor(len(
-                self.services())) as pool:
+        services = self.services()
+        with concurrent.futures.ThreadPoolExecutor(len(services)) as pool:
             futures = {name: pool.submit(self.restart, True, name, *service)
-                       for name, service in self.services().items()}
+                       for name, service in services.items()}
             back_in = {name: f.result() for name, f in futures.items()}
         self.stock_windows[-1][1] = time.time()
         return back_in
@@ -370,8 +385,7 @@ class Journey:
             'status changes lost': self.lost_status_changes(),
             'placement inconsistencies': self.inconsistencies(),
             'seconds until each restarted service was back': back_in,
-            'slowest return after a restart (s)': None if None in
-            back_in.values() else max(back_in.values()),
+            'slowest return after a restart (s)': slowest(back_in),
         })
         return figures, ratio_fixed
 
@@ -421,8 +435,7 @@ class Journey:
         stuck = checks['Servers that forbid hyperthreads and can hardly move']
         return {
             'upgrade check exit code': code,
-            'upgrade check results': {name: result for name, (result, _)
-                                      in checks.items()},
+            'upgrade check results': results(checks),
             'ratio 0.0 of noht reported': 'noht' in (ratios[1] or ''),
             'isolate servers reported on legacy-ht': sum(
                 '%s on legacy-ht' % i in (stuck[1] or '')
@@ -451,10 +464,8 @@ class Journey:
             holding = holdings(self.target, server_id)
             placed[server_id] = (after[server_id][0], sorted(
                 '%s:%s' % (rc, n) for resources in holding.values()
-                for rc, n in resources.items() if 'CPU' in rc), any(
-                HYPERTHREADING in self.target.placement(
-                    '/resource_providers/%s/traits' % uuid)['traits']
-                for uuid in holding))
+                for rc, n in resources.items() if 'CPU' in rc),
+                on_hyperthreaded_host(self.target, holding))
         return {
             'heal exit code': code,
             'heal rows': {r['server']: r['result'] for r in rows},
@@ -465,8 +476,7 @@ class Journey:
             'second heal exit code, rows': '%d, %d' % (again_code,
                                                        len(again)),
             'upgrade check exit code': check_code,
-            'upgrade check results': {name: result for name, (result, _)
-                                      in checks.items()},
+            'upgrade check results': results(checks),
             'placement inconsistencies': self.inconsistencies(),
         }
 
@@ -475,8 +485,7 @@ class Journey:
         code, checks = self.upgrade_check()
         figures.update({
             'upgrade check exit code': code,
-            'upgrade check results': {name: result for name, (result, _)
-                                      in checks.items()},
+            'upgrade check results': results(checks),
             'noht VCPU allocation ratio left': self.ratio('noht'),
         })
         return figures
@@ -486,8 +495,7 @@ class Journey:
         back_in = self.all_at_once()
         after = self.servers()
         return {
-            'slowest return after a restart (s)': None if None in
-            back_in.values() else max(back_in.values()),
+            'slowest return after a restart (s)': slowest(back_in),
             'workload servers changed': sorted(
                 i for i in before if after.get(i) != before[i]),
             'placement inconsistencies': self.inconsistencies(),
