@@ -22,10 +22,10 @@ import yaml
 
 ALLOWLIST = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          'log-allowlist.yaml')
+# oslo.log's prefix: date time pid level logger. The lines of a logged
+# traceback repeat it, with level ERROR whatever the record's level.
+OSLO_PREFIX = re.compile(r'^(\S+ \S+ \d+) ([A-Z]+) (\S+)')
 ERROR = re.compile(r'\bERROR\b|\[error\]|Traceback \(most recent call last\)')
-# oslo.log's prefix, repeated on every line of one logged traceback:
-# date time pid level logger.
-OSLO_PREFIX = re.compile(r'^\S+ \S+ \d+ ([A-Z]+) \S+')
 # Logged by activation.patch() for every Nova class or function replaced.
 ACTIVATION = re.compile(r'nova-pcpu-ext: \S+ replaced')
 
@@ -44,31 +44,35 @@ def load_allowlist():
 def records(lines):
     """The log's records: each a line with the lines that belong to it.
 
-    Those are the lines with the same oslo.log prefix, lines without one
-    after an oslo.log line, or the indented lines of a bare traceback.
+    Those are the lines with the same oslo.log prefix (or its traceback's,
+    level ERROR), lines without one after an oslo.log line, or the indented
+    lines of a bare traceback.
     """
-    record, prefix = [], None
+    record, head = [], None  # head: (date time pid, level, logger)
     for line in lines:
         match = OSLO_PREFIX.match(line)
         if match:
-            continues = match.group() == prefix
+            date, level, logger = match.groups()
+            continues = head is not None and (date, logger) == (
+                head[0], head[2]) and level in (head[1], 'ERROR')
         else:
-            continues = record and (prefix is not None or line[:1].isspace()
+            continues = record and (head is not None or line[:1].isspace()
                                     or record[-1][:1].isspace())
         if record and not continues:
             yield ''.join(record)
             record = []
         if not record:
-            prefix = match.group() if match else None
+            head = match.groups() if match else None
         record.append(line)
     if record:
         yield ''.join(record)
 
 
 def is_error(record):
-    match = OSLO_PREFIX.match(record)
-    if match:
-        return match.group(1) in ('ERROR', 'CRITICAL')
+    levels = {m.group(2) for m in map(OSLO_PREFIX.match, record.splitlines())
+              if m}
+    if levels:
+        return bool(levels & {'ERROR', 'CRITICAL'})
     return ERROR.search(record) is not None
 
 

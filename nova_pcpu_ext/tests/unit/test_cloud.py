@@ -129,6 +129,30 @@ class LogScanTest(testtools.TestCase):
               '2026-01-01 00:00:01.000 7 ERROR nova.compute [-] Boom: x')],
             unexpected)
 
+    def test_traceback_of_another_level_belongs_to_its_record(self):
+        # oslo.log prefixes a logged traceback with ERROR, whatever the
+        # record's level: an allowlist entry sees the record whole, and a
+        # warning with a traceback is still an error.
+        self.write('ext-compute-libvirt.log', '''
+            2026-01-01 00:00:01.000 7 CRITICAL nova [-] Unhandled error: Runt\
+imeError: Cannot schedule new tasks after being shutdown
+            2026-01-01 00:00:01.000 7 ERROR nova Traceback (most recent call
+            2026-01-01 00:00:01.000 7 ERROR nova   File "host.py", line 532,\
+ in _event_emit_delayed
+            2026-01-01 00:00:01.000 7 ERROR nova RuntimeError: Cannot schedule
+            2026-01-01 00:00:02.000 7 WARNING nova.compute [-] Odd: x
+            2026-01-01 00:00:02.000 7 ERROR nova.compute Traceback (most r
+            2026-01-01 00:00:02.000 7 ERROR nova.compute ValueError: x
+            ''')
+        unexpected, allowed = logs.unexpected_errors(self.dir)
+        self.assertEqual(
+            [('ext-compute-libvirt.log',
+              '2026-01-01 00:00:02.000 7 WARNING nova.compute [-] Odd: x')],
+            unexpected)
+        self.assertEqual(1, sum(
+            count for pattern, count in allowed.items()
+            if 'Cannot schedule new tasks' in pattern))
+
     def test_bare_traceback_is_an_error(self):
         self.write('ext-nova-api.out', '''
             starting
