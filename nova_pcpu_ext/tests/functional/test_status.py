@@ -398,7 +398,11 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
 
     def test_servers_of_a_down_cell_are_not_a_success(self):
         self.start_hyperthreaded_host()
-        self.boot(ISOLATE)
+        server = self.boot(ISOLATE)
+        # The build goes on after ACTIVE (it tells the scheduler); a cell
+        # down before it ends fails the build and frees the allocation.
+        self._wait_for_instance_action_event(
+            server, 'create', 'compute__do_build_and_run_instance', 'success')
         self.useFixture(nova_fixtures.DownCellFixture())
 
         code, checks = self.isolate_checks()
