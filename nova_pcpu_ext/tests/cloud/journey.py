@@ -339,12 +339,12 @@ class Journey:
         services = self.services()
         names = list(services)
         for name in names if on else names[1:] + names[:1]:
-            if name == 'scheduler' and load and not on:
+            if name == 'scheduler' and load:
                 # From its stop on, a stock scheduler may take a request.
                 load.scheduler_has_extension = False
             back_in[name] = self.restart(on, name, *services[name])
-            if name == 'scheduler' and load and on:
-                load.scheduler_has_extension = True
+            if name == 'scheduler' and load:
+                load.scheduler_has_extension = on
             if on and name == 'noht':
                 ratio_fixed = drills._wait(
                     lambda: self.ratio('noht') == VCPU_RATIO,
