@@ -22,9 +22,10 @@ import yaml
 
 ALLOWLIST = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          'log-allowlist.yaml')
-# oslo.log's prefix: date time pid level logger. The lines of a logged
-# traceback repeat it, with level ERROR whatever the record's level.
-OSLO_PREFIX = re.compile(r'^(\S+ \S+ \d+) ([A-Z]+) (\S+)')
+# oslo.log's prefix: date time pid level logger, then the record's context
+# ("[-]", "[req-... ...]"). The lines of a logged traceback repeat the
+# prefix, with level ERROR whatever the record's level, and no context.
+OSLO_PREFIX = re.compile(r'^(\S+ \S+ \d+) ([A-Z]+) (\S+)( \[(?!instance: ))?')
 ERROR = re.compile(r'\bERROR\b|\[error\]|Traceback \(most recent call last\)')
 # Logged by activation.patch() for every Nova class or function replaced.
 ACTIVATION = re.compile(r'nova-pcpu-ext: \S+ replaced')
@@ -44,17 +45,19 @@ def load_allowlist():
 def records(lines):
     """The log's records: each a line with the lines that belong to it.
 
-    Those are the lines with the same oslo.log prefix (or its traceback's,
-    level ERROR), lines without one after an oslo.log line, or the indented
-    lines of a bare traceback.
+    Those are the lines of its traceback (its oslo.log prefix, level the
+    same or ERROR, no context), lines without a prefix after an oslo.log
+    line, or the indented lines of a bare traceback. Two records of one
+    process and logger in the same millisecond stay two.
     """
     record, head = [], None  # head: (date time pid, level, logger)
     for line in lines:
         match = OSLO_PREFIX.match(line)
         if match:
-            date, level, logger = match.groups()
-            continues = head is not None and (date, logger) == (
-                head[0], head[2]) and level in (head[1], 'ERROR')
+            date, level, logger, context = match.groups()
+            continues = not context and head is not None and (
+                date, logger) == (head[0], head[2]) and level in (
+                    head[1], 'ERROR')
         else:
             continues = record and (head is not None or line[:1].isspace()
                                     or record[-1][:1].isspace())
@@ -62,7 +65,7 @@ def records(lines):
             yield ''.join(record)
             record = []
         if not record:
-            head = match.groups() if match else None
+            head = match.groups()[:3] if match else None
         record.append(line)
     if record:
         yield ''.join(record)
