@@ -42,6 +42,8 @@ SHARED_REGION = 'RegionOne'
 IMAGE_NAME = 'zeros'
 #: Seconds between the resource updates of every compute.
 UPDATE_INTERVAL = 1
+#: [placement] connect_retries of every Nova service.
+PLACEMENT_CONNECT_RETRIES = 3
 
 #: A compute host of each deployment. ``fake`` is (cores, threads) of a
 #: fakelibvirt host; None is the real-libvirt host.
@@ -316,7 +318,8 @@ class NovaDeployment:
         client.pop('www_authenticate_uri')
         # A pooled connection placement's server has just closed as idle
         # fails with a connection reset: retry it, as production should.
-        placement = dict(client, connect_retries='3')
+        placement = dict(client,
+                         connect_retries=str(PLACEMENT_CONNECT_RETRIES))
         return {
             'DEFAULT': {
                 'transport_url': self.transport_url,

@@ -117,7 +117,7 @@ def unexpected_errors(log_dir, stock_pids=(), stock_windows=()):
 
 def _pid(record):
     match = OSLO_PREFIX.match(record)
-    return int(match.group().split()[2]) if match else None
+    return int(match.group(1).split()[2]) if match else None
 
 
 def _time(record):
@@ -125,7 +125,7 @@ def _time(record):
     match = OSLO_PREFIX.match(record)
     if not match:
         return None
-    stamp = ' '.join(match.group().split()[:2])
+    stamp = ' '.join(match.group(1).split()[:2])
     whole, _, fraction = stamp.partition('.')
     return time.mktime(time.strptime(whole, '%Y-%m-%d %H:%M:%S')) + float(
         '0.' + (fraction or '0'))
