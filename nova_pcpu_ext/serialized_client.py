@@ -23,6 +23,12 @@ provider tree it concerns: the resource tracker's whole snapshot-to-flush,
 the compute status update, invalidation and deletion, and the report
 client's own mutators. Trees are independent in placement (an ironic
 compute owns one tree per node), so they do not queue behind each other.
+
+Nova 2024.1 to 2026.1 snapshot the whole cache in the resource tracker's
+update, and their flush deletes from placement every cached provider
+missing from the snapshot. There the update also holds the lock of the
+cache itself, which every operation that may add a tree to the cache
+takes too: no tree joins the cache during the update but through it.
 """
 
 import collections
@@ -47,11 +53,18 @@ _RT_UPDATE = ('nova.compute.resource_tracker:ResourceTracker.'
               '_update_to_placement')
 _STATUS_UPDATE = ('nova.compute.manager:ComputeVirtAPI.'
                   'update_compute_provider_status')
+_STATUS_CHANGE = ('nova.compute.manager:ComputeManager.'
+                  '_update_compute_provider_status')
 #: Whether the resource tracker snapshots only the tree of the node it
-#: updates. Nova 2024.1 and 2025.1 snapshot the whole provider cache: then
+#: updates. Nova 2024.1 to 2026.1 snapshot the whole provider cache: then
 #: every cached tree takes part in the update.
 _HAS_SUBTREE_SNAPSHOT = hasattr(report.SchedulerReportClient,
                                 'get_provider_subtree_and_ensure_root')
+
+#: The name of the lock of the provider cache itself. NOTE: the empty
+#: string sorts before every root UUID and name, so a thread taking it
+#: with trees takes it first, in the global order.
+WHOLE_CACHE = ''
 
 #: Attempts of a compute status update that meets a generation conflict.
 STATUS_ATTEMPTS = 4
@@ -65,6 +78,24 @@ _INVALIDATED_BY_NOVA = (
     nova_exception.PlacementAPIConflict,
     nova_exception.ReshapeFailed,
 )
+
+
+def _whole_cache():
+    """Whether the resource tracker's update snapshots the whole cache."""
+    return not _HAS_SUBTREE_SNAPSHOT
+
+
+def _left(deadline):
+    """Seconds left until ``deadline`` (a monotonic time), or None."""
+    if deadline is None:
+        return None
+    return max(0.0, deadline - time.monotonic())
+
+
+def _lock_name(root_uuid):
+    if root_uuid == WHOLE_CACHE:
+        return 'the provider cache'
+    return 'provider tree %s' % root_uuid
 
 
 class TreeLockTimeout(Exception):
@@ -87,6 +118,8 @@ class _TreeLock(object):
         self._cond = threading.Condition(threading.Lock())
         self._queue = collections.deque()
         self._locked = False
+        # calls left for the holder to make before it lets go
+        self._left = []
         #: What the holding thread is doing.
         self.operation = None
 
@@ -106,6 +139,20 @@ class _TreeLock(object):
             finally:
                 self._leave_queue(me)
         return warned
+
+    def take_or_leave(self, operation, call):
+        """Take the lock if it is free, else leave ``call`` to its holder.
+
+        :returns: whether it took the lock.
+        """
+        with self._cond:
+            # NOTE: ahead of any waiter: the caller holds it for a moment
+            # and never waits, so no waiter is held up for long.
+            if self._locked:
+                self._left.append(call)
+                return False
+            self._locked, self.operation = True, operation
+            return True
 
     def _wait_for_turn(self, me, warn_after, warn, timeout):
         started = time.monotonic()
@@ -132,9 +179,13 @@ class _TreeLock(object):
             self._cond.notify_all()
 
     def release(self):
+        """Let go, unless calls were left for the holder: return those."""
         with self._cond:
-            self._locked, self.operation = False, None
-            self._cond.notify_all()
+            left, self._left = self._left, []
+            if not left:
+                self._locked, self.operation = False, None
+                self._cond.notify_all()
+            return left
 
 
 class ProviderLocks(object):
@@ -149,15 +200,16 @@ class ProviderLocks(object):
     def __init__(self):
         self._guard = threading.Lock()
         self._locks = weakref.WeakValueDictionary()
-        # per thread: .held, roots in the order taken; .deferred, calls
-        # waiting until the thread holds no tree; .unlocked, see unlocked()
+        # per thread: .held, roots in the order taken; .unlocked, see
+        # unlocked(); .status_change, see _status_change()
         self._local = threading.local()
 
     def _state(self):
         """The calling thread's state, made on first use."""
         local = self._local
         if not hasattr(local, 'held'):
-            local.held, local.deferred, local.unlocked = [], [], False
+            local.held, local.unlocked = [], False
+            local.status_change = None
         return local
 
     def held(self):
@@ -177,7 +229,7 @@ class ProviderLocks(object):
             return tree_lock
 
     @contextlib.contextmanager
-    def _hold_one(self, root_uuid, operation, timeout):
+    def _hold_one(self, root_uuid, operation, deadline):
         held = self.held()
         if root_uuid in held:
             yield
@@ -187,46 +239,54 @@ class ProviderLocks(object):
 
         def warn(holder):
             LOG.warning('%(operation)s has waited %(waited).1fs for '
-                        'provider tree %(root)s, held by %(holder)s; still '
-                        'waiting.', {'operation': operation,
-                                     'waited': time.monotonic() - started,
-                                     'root': root_uuid, 'holder': holder})
+                        '%(lock)s, held by %(holder)s; still waiting.',
+                        {'operation': operation,
+                         'waited': time.monotonic() - started,
+                         'lock': _lock_name(root_uuid), 'holder': holder})
 
         if tree_lock.acquire(operation,
                              CONF.pcpu_ext.provider_lock_warn_seconds, warn,
-                             timeout):
-            LOG.info('%(operation)s got provider tree %(root)s after '
-                     '%(waited).1fs.', {'operation': operation,
-                                        'root': root_uuid,
-                                        'waited': time.monotonic() - started})
+                             _left(deadline)):
+            LOG.info('%(operation)s got %(lock)s after %(waited).1fs.',
+                     {'operation': operation, 'lock': _lock_name(root_uuid),
+                      'waited': time.monotonic() - started})
         held.append(root_uuid)
         try:
             yield
         finally:
             held.remove(root_uuid)
-            tree_lock.release()
+            self._let_go(root_uuid, tree_lock)
+
+    @staticmethod
+    def _let_go(root_uuid, tree_lock):
+        """Make the calls left for the holder, then release the lock."""
+        while True:
+            left = tree_lock.release()
+            if not left:
+                return
+            for call in left:
+                try:
+                    call()
+                except Exception:
+                    LOG.exception('A call left to the holder of %s failed.',
+                                  _lock_name(root_uuid))
 
     @contextlib.contextmanager
     def hold(self, root_uuids, operation, timeout=None):
         """Hold the locks of these trees, taken in the global order.
 
-        :param timeout: seconds to wait for each lock at most, or None.
+        :param timeout: seconds to wait for all of them at most, or None.
         :raises TreeLockTimeout: when a lock was not granted in time.
         """
         if self._state().unlocked:
             yield
             return
-        try:
-            with contextlib.ExitStack() as stack:
-                for root_uuid in sorted(set(root_uuids)):
-                    stack.enter_context(
-                        self._hold_one(root_uuid, operation, timeout))
-                yield
-        finally:
-            if not self.held():
-                deferred, self._local.deferred = self._local.deferred, []
-                for call in deferred:
-                    call()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with contextlib.ExitStack() as stack:
+            for root_uuid in sorted(set(root_uuids)):
+                stack.enter_context(
+                    self._hold_one(root_uuid, operation, deadline))
+            yield
 
     @contextlib.contextmanager
     def unlocked(self):
@@ -243,48 +303,173 @@ class ProviderLocks(object):
         finally:
             state.unlocked = False
 
-    def call_in_order(self, root_uuid, call):
-        """Call ``call``, which takes one tree's lock, in the global order.
+    def call_holding(self, root_uuid, operation, call):
+        """Call ``call`` holding a tree's lock, without waiting for it.
 
-        A thread holding other trees could deadlock by waiting for this
-        one, so then the call waits until the thread holds no tree.
+        At once when the calling thread holds the lock or no thread does;
+        otherwise the thread holding it makes the call just before it lets
+        the lock go.
         """
         held = self.held()
-        if held and root_uuid not in held:
-            self._local.deferred.append(call)
-        else:
+        if root_uuid in held:
             call()
+            return
+        tree_lock = self._lock(root_uuid)
+        if not tree_lock.take_or_leave(operation, call):
+            return
+        held.append(root_uuid)
+        try:
+            call()
+        finally:
+            held.remove(root_uuid)
+            self._let_go(root_uuid, tree_lock)
+
+
+def _may_add_tree(client):
+    """Whether the calling thread may add a tree to the provider cache.
+
+    Where the resource tracker's update snapshots the whole cache, its
+    flush deletes from placement a provider added to the cache meanwhile
+    (or, added before the snapshot, writes back the traits it read over a
+    change made since): only the holder of the cache lock adds trees.
+    """
+    return (not _whole_cache() or
+            WHOLE_CACHE in client.provider_locks.held())
+
+
+@contextlib.contextmanager
+def _update_locks(client, rp_uuid, operation):
+    """Hold what the resource tracker's update of one node snapshots."""
+    if not _whole_cache():
+        with client.provider_lock(rp_uuid, operation):
+            yield
+        return
+    locks = client.provider_locks
+    # NOTE: the cache first: once it is held, only this thread adds trees,
+    # so the trees cached now are all the snapshot and the flush touch.
+    with locks.hold([WHOLE_CACHE], operation):
+        roots = [client.root_of(rp_uuid)]
+        roots += [root.uuid for root in list(client._provider_tree.roots)]
+        with locks.hold(roots, operation):
+            yield
 
 
 def serialize_update(stock):
     """Wrap ``ResourceTracker._update_to_placement`` in its tree's lock.
 
-    The whole snapshot-to-flush of one compute node is one tree operation.
+    The whole snapshot-to-flush of one compute node is one tree operation;
+    where the snapshot is the whole cache, one operation on every tree.
     """
-    whole_cache = not _HAS_SUBTREE_SNAPSHOT
-
     @functools.wraps(stock)
     def _update_to_placement(self, context, compute_node, *args, **kwargs):
-        client = self.reportclient
-        roots = [client.root_of(compute_node.uuid)]
-        if whole_cache:
-            roots += [root.uuid for root in list(client._provider_tree.roots)]
-        with client.provider_locks.hold(
-                roots, 'resource tracker update of %s' %
-                compute_node.hypervisor_hostname):
+        with _update_locks(self.reportclient, compute_node.uuid,
+                           'resource tracker update of %s' %
+                           compute_node.hypervisor_hostname):
             return stock(self, context, compute_node, *args, **kwargs)
     return _update_to_placement
+
+
+class _StatusChange(object):
+    """One enabling or disabling of the compute service, over its nodes.
+
+    Its waits for tree locks share one deadline, ``[pcpu_ext]
+    provider_lock_timeout`` after it began; past it, a node whose tree is
+    held gets its trait updated at once without the lock.
+    """
+
+    def __init__(self):
+        self.started = time.monotonic()
+        timeout = CONF.pcpu_ext.provider_lock_timeout
+        self.deadline = self.started + timeout if timeout else None
+        # (provider, holder) updated without the lock, after the first
+        self.unlocked = []
+        # (provider, holder) left to the next periodic update
+        self.left = []
+        self._warned = False
+
+    def timeout(self):
+        """Seconds the next wait for a tree may take, or None."""
+        return _left(self.deadline)
+
+    def went_ahead(self, rp_uuid, holder):
+        """The status update of a provider goes ahead without its lock."""
+        if self._warned:
+            self.unlocked.append((rp_uuid, holder))
+            return
+        self._warned = True
+        LOG.warning('Compute status update of provider %(provider)s waited '
+                    '%(waited).1fs for its provider tree, held by '
+                    '%(holder)s, and goes ahead without the lock '
+                    '([pcpu_ext] provider_lock_timeout). Should that '
+                    'operation undo the change, the next periodic resource '
+                    'update re-syncs the trait from the service record.',
+                    {'provider': rp_uuid, 'holder': holder,
+                     'waited': time.monotonic() - self.started})
+
+    def log_end(self):
+        if self.unlocked:
+            LOG.warning('The same compute status change updated the trait '
+                        'of %(count)d more provider(s) at once without the '
+                        'lock, their trees still held: %(providers)s.',
+                        {'count': len(self.unlocked),
+                         'providers': _listing(self.unlocked)})
+        if self.left:
+            LOG.warning('Compute status change left the trait of %(count)d '
+                        'provider(s) to the next periodic resource update, '
+                        'which syncs it from the service record: '
+                        '%(providers)s. Their trees are not cached, and the '
+                        'update holding the whole provider cache past '
+                        '[pcpu_ext] provider_lock_timeout would delete a '
+                        'provider loaded meanwhile.',
+                        {'count': len(self.left),
+                         'providers': _listing(self.left)})
+
+
+def _listing(providers):
+    """``uuid (held by operation), ...`` for the log."""
+    return ', '.join('%s (held by %s)' % (rp_uuid, holder)
+                     for rp_uuid, holder in providers)
+
+
+@contextlib.contextmanager
+def _status_change(client):
+    """The status change the calling thread makes; begun here if none."""
+    state = client.provider_locks._state()
+    if state.status_change is not None:
+        yield state.status_change
+        return
+    change = state.status_change = _StatusChange()
+    try:
+        yield change
+    finally:
+        state.status_change = None
+        change.log_end()
+
+
+def bound_status_change(stock):
+    """Wrap ``ComputeManager._update_compute_provider_status``.
+
+    Nova updates the status trait of the compute's nodes one by one, each
+    through ``ComputeVirtAPI.update_compute_provider_status``: the whole
+    change, not each node, waits ``[pcpu_ext] provider_lock_timeout`` for
+    trees at most. The API waits for it (``long_rpc_timeout``).
+    """
+    @functools.wraps(stock)
+    def _update_compute_provider_status(self, context, enabled, *args,
+                                        **kwargs):
+        with _status_change(self.reportclient):
+            return stock(self, context, enabled, *args, **kwargs)
+    return _update_compute_provider_status
 
 
 def serialize_status_update(stock):
     """Wrap ``ComputeVirtAPI.update_compute_provider_status``.
 
     The traits read-modify-write is one tree operation, and a generation
-    conflict is retried with a fresh read of the traits. After waiting
-    ``[pcpu_ext] provider_lock_timeout`` for the tree, the update runs
-    without tree locks, as in Nova: a status change is not held up for
-    long by a periodic update that is stuck, for example in a conductor
-    call.
+    conflict is retried with a fresh read of the traits. Past the status
+    change's deadline (see :class:`_StatusChange`) the update runs without
+    tree locks, as in Nova: a status change is not held up for long by a
+    periodic update that is stuck, for example in a conductor call.
     """
     @functools.wraps(stock)
     def update_compute_provider_status(self, context, rp_uuid, *args,
@@ -292,18 +477,21 @@ def serialize_status_update(stock):
         client = self.reportclient
         update = functools.partial(_update_status, stock, self, context,
                                    rp_uuid, *args, **kwargs)
-        started = time.monotonic()
-        try:
-            with client.provider_lock(rp_uuid, 'compute status update',
-                                      CONF.pcpu_ext.provider_lock_timeout or
-                                      None):
-                return update()
-        except TreeLockTimeout as error:
-            # NOTE: raised by the wait for the lock only: update() waits
-            # for no lock with a timeout.
-            _log_status_lock_timeout(rp_uuid, started, error.holder)
-        with client.provider_locks.unlocked():
-            return update()
+        with _status_change(client) as change:
+            try:
+                with client.provider_lock(rp_uuid, 'compute status update',
+                                          change.timeout()):
+                    return update()
+            except TreeLockTimeout as error:
+                # NOTE: raised by the wait for the lock only: update() waits
+                # for no lock with a timeout.
+                holder = error.holder
+            with client.provider_locks.unlocked():
+                if (client._provider_tree.exists(rp_uuid) or
+                        _may_add_tree(client)):
+                    change.went_ahead(rp_uuid, holder)
+                    return update()
+                change.left.append((rp_uuid, holder))
     return update_compute_provider_status
 
 
@@ -315,6 +503,7 @@ def _update_status(stock, virtapi, context, rp_uuid, *args, **kwargs):
         # load the tree first. A provider missing from placement is left
         # to Nova, which logs it; never create it.
         if (not client._provider_tree.exists(rp_uuid) and
+                _may_add_tree(client) and
                 client.get_providers_in_tree(context, rp_uuid)):
             client._ensure_resource_provider(context, rp_uuid)
         try:
@@ -326,17 +515,6 @@ def _update_status(stock, virtapi, context, rp_uuid, *args, **kwargs):
                      'trait of provider %s; retrying with fresh traits '
                      '(attempt %d of %d).', rp_uuid, attempt + 1,
                      STATUS_ATTEMPTS)
-
-
-def _log_status_lock_timeout(rp_uuid, started, holder):
-    LOG.warning('Compute status update of provider %(provider)s waited '
-                '%(waited).1fs for its provider tree, held by %(holder)s, '
-                'and goes ahead without the lock ([pcpu_ext] '
-                'provider_lock_timeout). Should that operation undo the '
-                'change, the next periodic resource update re-syncs the '
-                'trait from the service record.',
-                {'provider': rp_uuid, 'holder': holder,
-                 'waited': time.monotonic() - started})
 
 
 class SerializedReportClientMixin(plugins.ReportClientMixin):
@@ -352,10 +530,10 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
         (_CLIENT + 'get_provider_tree_and_ensure_root',
          ('self', 'context', 'rp_uuid')),
         (_CLIENT + 'get_providers_in_tree', ('self', 'context', 'uuid')),
-        (_CLIENT + 'clear_provider_cache', ('self', 'init')),
+        (_CLIENT + 'clear_provider_cache', ('self', '*', 'init')),
         (_CLIENT + '_clear_provider_cache_for_tree', ('self', 'rp_uuid')),
         (_CLIENT + '_ensure_resource_provider',
-         ('self', 'context', 'uuid', 'name', 'parent_provider_uuid')),
+         ('self', 'context', 'uuid', '*', 'name', 'parent_provider_uuid')),
         (_CLIENT + 'set_inventory_for_provider',
          ('self', 'context', 'rp_uuid')),
         (_CLIENT + 'set_traits_for_provider', ('self', 'context', 'rp_uuid')),
@@ -366,11 +544,13 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
          ('self', 'context', 'compute_node')),
         (_RT_UPDATE, ('self', 'context', 'compute_node')),
         (_STATUS_UPDATE, ('self', 'context', 'rp_uuid')),
+        (_STATUS_CHANGE, ('self', 'context', 'enabled')),
     )
 
     method_wrappers = {
         _RT_UPDATE: serialize_update,
         _STATUS_UPDATE: serialize_status_update,
+        _STATUS_CHANGE: bound_status_change,
     }
 
     def __init__(self, *args, **kwargs):
@@ -393,19 +573,38 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
 
         The lock is named by the tree's root UUID, whether the caller names
         the provider or a child by name or UUID. If the tree changed while
-        waiting, the lock of the tree the provider is in now is taken.
+        waiting, the lock of the tree the provider is in now is taken. A
+        tree not in the cache comes with the cache lock where the resource
+        tracker snapshots the whole cache (see :func:`_may_add_tree`).
 
         :param timeout: seconds to wait at most, or None.
         :raises TreeLockTimeout: when the lock was not granted in time.
         """
-        root_uuid = self.root_of(name_or_uuid)
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            with self.provider_locks.hold([root_uuid], operation, timeout):
-                current = self.root_of(name_or_uuid)
-                if current == root_uuid:
+            root_uuid = self.root_of(name_or_uuid)
+            with_cache = self._needs_cache_lock(root_uuid)
+            locks = [root_uuid] + ([WHOLE_CACHE] if with_cache else [])
+            with self.provider_locks.hold(locks, operation,
+                                          _left(deadline)):
+                if (self.root_of(name_or_uuid) == root_uuid and
+                        (with_cache or
+                         not self._needs_cache_lock(root_uuid))):
                     yield
                     return
-            root_uuid = current
+
+    def _needs_cache_lock(self, root_uuid):
+        """Whether a tree's lock must come with the cache lock.
+
+        Holding the lock of a tree not in the cache, a thread may add it.
+        NOTE: a thread already holding other trees, but not the cache,
+        cannot take the cache lock in the global order; nothing in Nova
+        adds a tree from there.
+        """
+        if not _whole_cache() or self._provider_tree.exists(root_uuid):
+            return False
+        held = self.provider_locks.held()
+        return not held or WHOLE_CACHE in held
 
     @contextlib.contextmanager
     def _writing(self, rp_uuid, operation):
@@ -419,21 +618,24 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
                     failed.add(self.root_of(rp_uuid))
                 raise
 
-    # Cache-wide: each tree in turn, so no flush loses its tree midway.
+    # Cache-wide: each tree under its lock, so no flush loses its tree
+    # midway, and without waiting for any.
 
-    def clear_provider_cache(self, init=False, *args, **kwargs):
+    def clear_provider_cache(self, init=False, **kwargs):
         # NOTE: Nova's constructor makes the cache with init=True; so does
         # rebuilding the placement session later (safe_connect on
         # EndpointNotFound), which must not swap the cache under a flush.
         if getattr(self, '_provider_tree', None) is None:
-            return super().clear_provider_cache(init, *args, **kwargs)
+            return super().clear_provider_cache(init=init, **kwargs)
         if not init:
             LOG.info("Clearing the report client's provider cache.")
         for root in list(self._provider_tree.roots):
-            # NOTE: called inside a flush (a failed reshape), the trees this
-            # thread does not hold are cleared once it holds none.
-            self.provider_locks.call_in_order(root.uuid, functools.partial(
-                self._clear_provider_cache_for_tree, root.uuid))
+            # NOTE: a tree another thread holds (a stuck update, say) is
+            # cleared by that thread as it lets the tree go: a SIGHUP or a
+            # new placement session waits for nobody.
+            self.provider_locks.call_holding(
+                root.uuid, 'provider cache clear', functools.partial(
+                    super()._clear_provider_cache_for_tree, root.uuid))
         self._association_refresh_time = {}
 
     # The flush: a failure leaves the trees it could not write invalidated,
@@ -476,10 +678,13 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
                     context, rp_uuid, *args, **kwargs)
 
     def _ensure_resource_provider(self, context, uuid, name=None,
-                                  parent_provider_uuid=None, *args, **kwargs):
+                                  parent_provider_uuid=None, **kwargs):
+        # NOTE: no *args: Nova's callers pass name and parent_provider_uuid
+        # by keyword, and so would they a parameter added after them.
         with self._writing(parent_provider_uuid or uuid, 'provider ensure'):
             return super()._ensure_resource_provider(
-                context, uuid, name, parent_provider_uuid, *args, **kwargs)
+                context, uuid, name=name,
+                parent_provider_uuid=parent_provider_uuid, **kwargs)
 
     def _clear_provider_cache_for_tree(self, rp_uuid, *args, **kwargs):
         with self.provider_lock(rp_uuid, 'tree invalidation'):

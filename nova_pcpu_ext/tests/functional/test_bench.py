@@ -36,7 +36,7 @@ class BenchSmokeTest(testtools.TestCase):
         result = subprocess.run(
             [sys.executable, '-m', 'nova_pcpu_ext.tests.perf.bench',
              '--hosts', '10', '--nodes', '1', '--iterations', '3',
-             '--calls', '4', '--memory-trees', '10',
+             '--calls', '4', '--memory-trees', '10', '--stuck-nodes', '2',
              '--output-dir', output_dir],
             capture_output=True, text=True, timeout=600,
             env=dict(os.environ, OS_TEST_TIMEOUT='0'),
@@ -52,7 +52,8 @@ class BenchSmokeTest(testtools.TestCase):
                 s['figures'] for s in json.load(f)['scenarios']}
         self.assertEqual({('isolate', 10, 1000), ('pinned', 10, 1000),
                           ('unpinned', 10, 1000),
-                          ('provider_updates', 1, None), ('memory', 10, None)},
+                          ('provider_updates', 1, None),
+                          ('stuck_update', 2, None), ('memory', 10, None)},
                          set(scenarios))
         isolate = scenarios[('isolate', 10, 1000)]
         self.assertEqual({'stock': 2, 'extension': 1, 'ratio': 0.5},
@@ -65,6 +66,10 @@ class BenchSmokeTest(testtools.TestCase):
         self.assertEqual(0, updates['lost_updates']['extension'])
         self.assertEqual(4, updates['status_call_p99_ms']['samples'])
         self.assertGreater(updates['goodput_per_s']['extension'], 0)
+        stuck = scenarios[('stuck_update', 2, None)]
+        self.assertEqual(3, stuck['status_change_median_ms']['samples'])
+        self.assertEqual(3, stuck['cache_clear_median_ms']['samples'])
+        self.assertEqual(0, stuck['failed_updates']['extension'])
         memory = scenarios[('memory', 10, None)]
         self.assertEqual({'stock': 0, 'extension': 0},
                          memory['failed_updates'])

@@ -27,6 +27,8 @@ from nova import objects
 import os_traits
 import requests
 
+from nova_pcpu_ext import serialized_client
+
 
 DISABLED = 'COMPUTE_STATUS_DISABLED'
 
@@ -98,13 +100,15 @@ class StockResetTest(_RaceTestBase):
 
 class SerializedFaultTest(_RaceTestBase):
 
-    def test_reset_during_flush_waits_and_tree_is_rebuilt(self):
+    def test_reset_during_flush_does_not_wait_and_tree_is_rebuilt(self):
         gate = base.Gate(self, self.client, 'set_inventory_for_provider')
         periodic = self.in_thread(self.periodic)
         self.assertTrue(gate.reached.wait(base.TIMEOUT))
         reset = self.in_thread(self.compute.manager.reset)
-        reset.join(1)
-        self.assertTrue(reset.is_alive(), 'the reset did not wait')
+        reset.join(base.TIMEOUT / 2)
+        self.assertFalse(reset.is_alive(), 'the reset waited for the flush')
+        self.assertTrue(self.client._provider_tree.exists(self.rp_uuid),
+                        'the tree was cleared under its flush')
         gate.release.set()
         self.join(periodic, reset)
 
@@ -193,7 +197,7 @@ class _SessionRebuildTest(_RaceTestBase):
     """
 
     def rebuild_during_flush(self):
-        """:returns: whether the rebuild finished before the flush."""
+        """:returns: whether the rebuild finished before the flush did."""
         stock_get = self.client.get
         endpoint_lost = threading.local()
 
@@ -212,7 +216,7 @@ class _SessionRebuildTest(_RaceTestBase):
         periodic = self.in_thread(self.periodic)
         self.assertTrue(gate.reached.wait(base.TIMEOUT))
         rebuild = self.in_thread(lose_endpoint)
-        rebuild.join(1)
+        rebuild.join(base.TIMEOUT / 2)
         rebuild_done_first = not rebuild.is_alive()
         gate.release.set()
         self.join(periodic, rebuild)
@@ -231,11 +235,11 @@ class StockSessionRebuildTest(_SessionRebuildTest):
 
 class SerializedSessionRebuildTest(_SessionRebuildTest):
 
-    def test_rebuild_during_flush_waits_and_tree_is_rebuilt(self):
+    def test_rebuild_during_flush_does_not_wait_and_tree_is_rebuilt(self):
         cache = self.client._provider_tree
 
-        self.assertFalse(self.rebuild_during_flush(),
-                         'the rebuild did not wait for the flush')
+        self.assertTrue(self.rebuild_during_flush(),
+                        'the rebuild waited for the flush')
 
         self.assertNotIn('No such provider', self.stdlog.logger.output)
         self.assertPeriodicSucceeded()
@@ -543,3 +547,189 @@ class WholeCacheNovaTest(_RaceTestBase):
 
 class SubtreeNovaTest(WholeCacheNovaTest):
     whole_cache = False
+
+
+class _MultiNodeTestBase(base.ExtensionTestBase):
+    """One nova-compute owning several nodes, as an ironic compute does.
+
+    Nova's fake driver with one provider tree per node; every node's
+    tree is cached once the first periodic update has run.
+    """
+
+    NODES = ('compute1', 'compute1-node2')
+
+    def setUp(self):
+        super().setUp()
+        self.flags(compute_driver='fake.PredictableNodeUUIDDriver')
+        self.compute = self.start_service('compute', host='compute1')
+        self.computes['compute1'] = self.compute
+        self.compute.manager.driver._set_nodes(list(self.NODES))
+        self.periodic()
+        self.client = self.compute.manager.reportclient
+        self.ctxt = nova_context.get_admin_context()
+        self.rp_uuids = [self.compute.manager.rt.compute_nodes[node].uuid
+                         for node in self.NODES]
+
+    def pause(self, obj, name, about):
+        """Hold the first call of ``obj.name`` about ``about``.
+
+        :param about: what the call's second argument must be.
+        :returns: (reached, release) events.
+        """
+        reached, release = threading.Event(), threading.Event()
+        stock = getattr(obj, name)
+
+        def paused(first, second, *args, **kwargs):
+            if second == about and not reached.is_set():
+                reached.set()
+                release.wait(base.TIMEOUT)
+            return stock(first, second, *args, **kwargs)
+
+        setattr(obj, name, paused)
+        self.addCleanup(delattr, obj, name)
+        self.addCleanup(release.set)
+        return reached, release
+
+    def pause_update_provider_tree(self, nodename):
+        """Hold the driver's update_provider_tree of one node, once.
+
+        The resource tracker has taken its snapshot by then.
+        """
+        return self.pause(self.compute.manager.driver, 'update_provider_tree',
+                          nodename)
+
+    def save_service_disabled(self):
+        """The service record, as the API saves it before its RPC call."""
+        service = objects.Service.get_by_compute_host(self.ctxt, 'compute1')
+        service.disabled = True
+        service.save()
+
+
+class UncachedNodeDuringUpdateTest(_MultiNodeTestBase):
+    """A status update loads a node's tree while another node updates.
+
+    Nova 2024.1 to 2026.1 snapshot the whole provider cache in the resource
+    tracker's update and delete from placement every cached provider
+    missing from the snapshot when they flush it.
+    """
+
+    AGGREGATE = '7c5d2b2e-61b5-4c0e-9e62-6a1f5a0c2f11'
+
+    def test_status_update_of_uncached_node_loses_nothing(self):
+        node1, node2 = self.rp_uuids
+        # The operator's: what a deleted and re-created provider lacks.
+        self._set_aggregate(node2, self.AGGREGATE)
+        self.compute.manager.reset()
+        self.assertFalse(self.client._provider_tree.exists(node2))
+        reached, release = self.pause_update_provider_tree(self.NODES[0])
+        update = self.in_thread(
+            self.compute.manager.rt.update_available_resource, self.ctxt,
+            self.NODES[0])
+        self.assertTrue(reached.wait(base.TIMEOUT))
+
+        self.save_service_disabled()
+        status = self.in_thread(
+            self.compute.manager.virtapi.update_compute_provider_status,
+            self.ctxt, node2, False)
+        status.join(1)
+        status_waited = status.is_alive()
+        release.set()
+        self.join(update, status)
+
+        self.assertEqual(200, self.placement.get(
+            '/resource_providers/%s' % node2).status, 'provider deleted')
+        self.assertEqual([self.AGGREGATE],
+                         self._get_provider_aggregates(node2))
+        self.assertIn(DISABLED, self.traits(node2))
+        # NOTE: Nova 2026.2 snapshots the updated node's tree alone: the
+        # status update of another node need not wait.
+        self.assertEqual(not serialized_client._HAS_SUBTREE_SNAPSHOT,
+                         status_waited)
+
+    def test_uncached_node_loaded_before_the_snapshot_keeps_its_trait(self):
+        node1, node2 = self.rp_uuids
+        self.compute.manager.reset()
+        # NOTE: Nova 2026.2 snapshots the updated node's tree alone.
+        snapshot = base.Gate(self, self.client, (
+            'get_provider_subtree_and_ensure_root'
+            if hasattr(self.client, 'get_provider_subtree_and_ensure_root')
+            else 'get_provider_tree_and_ensure_root'))
+        driver, release_driver = self.pause_update_provider_tree(
+            self.NODES[0])
+        traits_read, traits_release = self.pause(
+            self.client, 'get_provider_traits', node2)
+        update = self.in_thread(
+            self.compute.manager.rt.update_available_resource, self.ctxt,
+            self.NODES[0])
+        self.assertTrue(snapshot.reached.wait(base.TIMEOUT))
+
+        # The status update loads node2, reading its traits...
+        self.save_service_disabled()
+        status = self.in_thread(
+            self.compute.manager.virtapi.update_compute_provider_status,
+            self.ctxt, node2, False)
+        loaded_during_update = traits_read.wait(1)
+        # ... the update snapshots, and the status update writes.
+        snapshot.release.set()
+        self.assertTrue(driver.wait(base.TIMEOUT))
+        traits_release.set()
+        if loaded_during_update:
+            status.join(base.TIMEOUT)
+        release_driver.set()
+        self.join(update, status)
+
+        self.assertIn(DISABLED, self.traits(node2))
+        self.assertEqual(200, self.placement.get(
+            '/resource_providers/%s' % node2).status, 'provider deleted')
+        self.assertEqual(serialized_client._HAS_SUBTREE_SNAPSHOT,
+                         loaded_during_update)
+
+
+class StatusChangeBehindStuckUpdateTest(_MultiNodeTestBase):
+    """A disable of a many-node compute while an update is stuck.
+
+    The resource update of the first node waits for nova-conductor while
+    holding its tree, and on Nova 2024.1 to 2026.1 every cached tree. Nova
+    updates the status trait of each node in turn.
+    """
+
+    NODES = ('compute1',) + tuple('compute1-node%d' % i for i in range(4))
+    LOCK_TIMEOUT = 2.0
+
+    def setUp(self):
+        super().setUp()
+        self.flags(provider_lock_timeout=self.LOCK_TIMEOUT, group='pcpu_ext')
+
+    def test_one_deadline_for_all_nodes(self):
+        conductor = base.Gate(self, self.compute.manager.rt,
+                              '_sync_compute_service_disabled_trait')
+        update = self.in_thread(
+            self.compute.manager.rt.update_available_resource, self.ctxt,
+            self.NODES[0])
+        self.assertTrue(conductor.reached.wait(base.TIMEOUT))
+
+        started = time.monotonic()
+        disable = self.in_thread(self.disable_service)
+        disable.join(base.TIMEOUT)
+        took = time.monotonic() - started
+        self.assertFalse(disable.is_alive())
+        for rp_uuid in self.rp_uuids:
+            self.assertIn(DISABLED, self.traits(rp_uuid))
+        conductor.release.set()
+        self.join(update, disable)
+
+        # NOTE: waiting for each node's tree in turn takes
+        # len(NODES) * LOCK_TIMEOUT where the update holds every tree.
+        self.assertGreaterEqual(took, self.LOCK_TIMEOUT)
+        self.assertLess(took, self.LOCK_TIMEOUT + 4)
+        log = self.stdlog.logger.output
+        self.assertEqual(1, log.count('goes ahead without the lock'))
+        if not serialized_client._HAS_SUBTREE_SNAPSHOT:
+            self.assertIn('The same compute status change updated the '
+                          'trait of %d more provider(s) at once without the '
+                          'lock' % (len(self.NODES) - 1), log)
+        # The held update's flush may have written back the traits it read
+        # before the disable; the next one re-syncs them.
+        self.periodic()
+        for rp_uuid in self.rp_uuids:
+            self.assertIn(DISABLED, self.traits(rp_uuid))

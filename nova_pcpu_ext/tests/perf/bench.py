@@ -40,6 +40,7 @@ from nova_pcpu_ext.tests.perf import base
 from nova_pcpu_ext.tests.perf import provider_updates
 from nova_pcpu_ext.tests.perf import scheduling
 from nova_pcpu_ext.tests.perf import stats
+from nova_pcpu_ext.tests.perf import stuck_update
 from nova_pcpu_ext.tests import placement_server
 
 FULL = {'hosts': (100, 1000, 5000), 'nodes': (1, 100, 1000)}
@@ -105,7 +106,8 @@ def _memory(trees):
 
 def _scenarios(raw):
     """JSON-ready results, in a stable order."""
-    order = list(scheduling.MIXES) + ['provider_updates', 'memory']
+    order = list(scheduling.MIXES) + ['provider_updates', 'stuck_update',
+                                      'memory']
     return [{'scenario': scenario, 'n': n, 'max_placement_results': limit,
              'figures': figures}
             for (scenario, n, limit), figures in sorted(
@@ -183,10 +185,15 @@ def main(argv=None):
                         help='nodes per compute for provider updates, '
                         'instead of the defaults')
     parser.add_argument('--iterations', type=int,
-                        help='paired samples per request mix')
+                        help='paired samples per request mix and behind '
+                        'the stuck update')
     parser.add_argument('--calls', type=int,
                         help='disable/enable calls per variant and compute '
                         'size')
+    parser.add_argument('--stuck-nodes', type=int, default=100,
+                        help='nodes of the compute whose resource update is '
+                        'held while it is disabled and its cache cleared '
+                        '(default: 100; 0 leaves it out)')
     parser.add_argument('--memory-trees', type=int,
                         help='provider trees for the memory figure (default: '
                         'the largest compute; 0 leaves it out)')
@@ -216,6 +223,13 @@ def main(argv=None):
                 provider_updates.ProviderUpdatesBench, nodes=nodes,
                 calls=args.calls, database_server=database_server,
                 results=raw)
+        if args.stuck_nodes:
+            _progress('behind a stuck update, %d nodes' % args.stuck_nodes,
+                      started)
+            ok &= base.run(
+                stuck_update.StuckUpdateBench, nodes=args.stuck_nodes,
+                samples=args.iterations or stuck_update.SAMPLES,
+                database_server=database_server, results=raw)
     if trees:
         _progress('memory, %d trees' % trees, started)
         memory = _memory(trees)

@@ -73,8 +73,8 @@ SerializedClient = activation.compose(
 class GlobalLocks(serialized_client.ProviderLocks):
     """Every tree behind one lock: the simple alternative."""
 
-    def _hold_one(self, root_uuid, operation, timeout=None):
-        return super()._hold_one('all', operation, timeout)
+    def _hold_one(self, root_uuid, operation, deadline):
+        return super()._hold_one('all', operation, deadline)
 
 
 def status_calls(nodes):
@@ -102,7 +102,7 @@ class FlippingDriver(object):
 class Compute(object):
     """One nova-compute: its nodes, report client and code paths."""
 
-    def __init__(self, variant, ctxt, nodes):
+    def __init__(self, variant, ctxt, nodes, driver=None):
         self.ctxt = ctxt
         self.host = 'compute-%s' % variant
         client = (report.SchedulerReportClient() if variant == 'stock'
@@ -110,7 +110,7 @@ class Compute(object):
         if variant == 'global_lock':
             client.provider_locks = GlobalLocks()
         self.client = client
-        self.driver = FlippingDriver()
+        self.driver = driver or FlippingDriver()
         self.rt = resource_tracker.ResourceTracker(
             self.host, self.driver, client)
         self.nodes = [objects.ComputeNode(
@@ -125,11 +125,16 @@ class Compute(object):
             'compute_resources-%s' % variant)
         self._update = resource_tracker.ResourceTracker._update_to_placement
         status = manager.ComputeVirtAPI.update_compute_provider_status
+        self._status_change = (
+            manager.ComputeManager._update_compute_provider_status)
         if variant != 'stock':
             self._update = serialized_client.serialize_update(self._update)
             status = serialized_client.serialize_status_update(status)
+            self._status_change = serialized_client.bound_status_change(
+                self._status_change)
         self.compute_manager = types.SimpleNamespace(
-            host=self.host, rt=self.rt, virtapi=self._virtapi(client, status))
+            host=self.host, rt=self.rt, reportclient=client,
+            virtapi=self._virtapi(client, status))
         self.periodic_order = itertools.cycle(self.nodes)
         # node UUID: what placement must show; absent after a failure
         self.expected_reserved = {}
@@ -177,8 +182,7 @@ class Compute(object):
         started = time.perf_counter()
         self.service.disabled = disabled
         self.service.save()
-        manager.ComputeManager._update_compute_provider_status(
-            self.compute_manager, self.ctxt, not disabled)
+        self._status_change(self.compute_manager, self.ctxt, not disabled)
         self.call_seconds.append(time.perf_counter() - started)
 
     def lost(self, placement):

@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import functools
 import gc
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 from unittest import mock
 import weakref
 
+import fixtures
 from nova.scheduler.client import report
 
 from nova_pcpu_ext import activation
@@ -133,23 +135,60 @@ class ProviderLocksTest(base.TestCase):
         self.assertIsNone(lock())
         self.assertEqual({}, dict(self.locks._locks))
 
-    def test_out_of_order_call_waits_until_nothing_is_held(self):
+    def test_call_holding_a_free_tree_runs_now(self):
         calls = []
 
-        def clear():
-            with self.locks.hold(['a'], 'clear'):
-                calls.append(list(self.locks.held()))
+        def call():
+            calls.append((self.locks.holder('a'), list(self.locks.held())))
 
-        with self.locks.hold(['b'], 'flush'):
-            self.locks.call_in_order('b', lambda: calls.append('b now'))
-            self.locks.call_in_order('a', clear)
-            self.assertEqual(['b now'], calls)
-        self.assertEqual(['b now', ['a']], calls)
+        self.locks.call_holding('a', 'clear', call)
+        self.assertEqual([('clear', ['a'])], calls)
+        self.assertIsNone(self.locks.holder('a'))
+        self.assertEqual([], self.locks.held())
 
-    def test_call_runs_now_when_nothing_is_held(self):
+    def test_call_holding_a_tree_held_here_runs_now(self):
         calls = []
-        self.locks.call_in_order('a', lambda: calls.append('a'))
-        self.assertEqual(['a'], calls)
+        with self.locks.hold(['a'], 'flush'):
+            self.locks.call_holding(
+                'a', 'clear', lambda: calls.append(self.locks.holder('a')))
+            self.assertEqual(['flush'], calls)
+
+    def test_call_holding_a_held_tree_is_left_to_its_holder(self):
+        release = self._holder('a', 'periodic')
+        acquired = []
+        waiter = self._waiter('a', 'status', acquired)
+        wait_until(lambda: len(self.locks._lock('a')._queue) == 1)
+        calls = []
+
+        def call():
+            calls.append((threading.current_thread(), list(acquired)))
+
+        started = time.monotonic()
+        self.locks.call_holding('a', 'clear', call)
+        self.assertLess(time.monotonic() - started, 1)
+        self.assertEqual([], calls)
+        release.set()
+        waiter.join(5)
+
+        # Made by the holder, before the next thread got the lock.
+        self.assertEqual(1, len(calls))
+        self.assertIsNot(threading.current_thread(), calls[0][0])
+        self.assertEqual([], calls[0][1])
+        self.assertEqual(['status'], acquired)
+
+    def test_failed_call_left_to_the_holder_still_releases(self):
+        release = self._holder('a', 'periodic')
+
+        def call():
+            raise RuntimeError('injected')
+
+        self.locks.call_holding('a', 'clear', call)
+        release.set()
+        acquired = []
+        self._waiter('a', 'next', acquired).join(5)
+        self.assertEqual(['next'], acquired)
+        self.assertIn('A call left to the holder of provider tree a failed',
+                      self.logger.output)
 
     def _interrupt_first_wait(self, tree_lock):
         """The first wait raises once woken, after letting others run."""
@@ -215,6 +254,37 @@ class ProviderLocksTest(base.TestCase):
         self._waiter('a', 'next', acquired).join(5)
         self.assertEqual(['next'], acquired)
 
+    def test_one_timeout_for_all_the_trees(self):
+        release_a = self._holder('a', 'periodic a')
+        self._holder('b', 'periodic b')
+        threading.Timer(0.5, release_a.set).start()
+        started = time.monotonic()
+
+        def hold():
+            with self.locks.hold(['a', 'b'], 'status', timeout=1.0):
+                pass
+
+        error = self.assertRaises(serialized_client.TreeLockTimeout, hold)
+        self.assertEqual('periodic b', error.holder)
+        # NOTE: 1.5 s with a timeout per tree.
+        self.assertLess(time.monotonic() - started, 1.4)
+
+    def test_cache_lock_is_taken_first(self):
+        with self.locks.hold(['b', serialized_client.WHOLE_CACHE, 'a'],
+                             'update'):
+            self.assertEqual([serialized_client.WHOLE_CACHE, 'a', 'b'],
+                             self.locks.held())
+
+    def test_wait_for_the_cache_names_it(self):
+        self.flags(provider_lock_warn_seconds=0.1)
+        release = self._holder(serialized_client.WHOLE_CACHE, 'periodic')
+        threading.Timer(0.3, release.set).start()
+        with self.locks.hold([serialized_client.WHOLE_CACHE], 'status'):
+            pass
+        self.assertIn('status has waited', self.logger.output)
+        self.assertIn('for the provider cache, held by periodic; still '
+                      'waiting.', self.logger.output)
+
     def test_unlocked_thread_takes_no_lock(self):
         self._holder('a', 'periodic')
         with self.locks.unlocked():
@@ -259,7 +329,7 @@ class SerializedClientTest(base.TestCase):
         self.assertTrue(holding.wait(10))
         return go, thread, errors
 
-    def test_session_rebuild_waits_for_the_holder(self):
+    def test_session_rebuild_leaves_a_held_tree_to_its_holder(self):
         cache = self.client._provider_tree
         seen = []
 
@@ -268,26 +338,23 @@ class SerializedClientTest(base.TestCase):
             seen.append(self.client._provider_tree.data('a').traits)
 
         go, holder, errors = self._holding('a', write_then_read)
-        rebuild = threading.Thread(target=self.client._create_client)
-        rebuild.start()
-        self.addCleanup(rebuild.join, 10)
-        tree_lock = self.client.provider_locks._lock('a')
-        wait_until(lambda: len(tree_lock._queue) == 1)
+        started = time.monotonic()
+        self.client._create_client()
+        self.assertLess(time.monotonic() - started, 1)
+        self.assertFalse(self.client._provider_tree.exists('b'))
         go.set()
         holder.join(5)
-        rebuild.join(5)
 
         self.assertEqual([], errors)
         self.assertEqual([{'CUSTOM_X'}], seen)
         self.assertIs(cache, self.client._provider_tree)
         self.assertEqual([], list(self.client._provider_tree.roots))
+        self.assertEqual({}, dict(self.client.provider_locks._locks))
 
-    def test_session_rebuild_in_a_flush_keeps_the_order(self):
+    def test_session_rebuild_in_a_flush_clears_every_tree(self):
         with self.client.provider_lock('b', 'provider tree flush'):
             self.client.clear_provider_cache(init=True)
-            self.assertFalse(self.client._provider_tree.exists('b'))
-            self.assertTrue(self.client._provider_tree.exists('a'))
-        self.assertFalse(self.client._provider_tree.exists('a'))
+            self.assertEqual([], list(self.client._provider_tree.roots))
 
     def _status_update(self, calls):
         def stock(virtapi, context, rp_uuid, enabled):
@@ -340,6 +407,120 @@ class SerializedClientTest(base.TestCase):
         self._status_update(calls)()
         self.assertEqual(['compute status update'], calls)
         self.assertNotIn('without the lock', self.logger.output)
+
+    def _status_change(self, nodes):
+        """A status change over ``nodes``, as the compute manager makes it.
+
+        :returns: (the change, the status updates made with the lock).
+        """
+        calls = []
+        manager = mock.Mock(reportclient=self.client)
+        manager.virtapi.update_compute_provider_status = functools.partial(
+            serialized_client.serialize_status_update(
+                lambda virtapi, context, rp_uuid, enabled: calls.append(
+                    (rp_uuid, self.client.provider_locks.held()[:]))),
+            mock.Mock(reportclient=self.client))
+
+        def change(self, context, enabled):
+            for rp_uuid in nodes:
+                self.virtapi.update_compute_provider_status(
+                    context, rp_uuid, enabled)
+
+        return (lambda: serialized_client.bound_status_change(change)(
+            manager, 'ctxt', False)), calls
+
+    def test_status_change_waits_once_for_all_its_nodes(self):
+        self.flags(provider_lock_timeout=0.5)
+        self.client._provider_tree.new_root('node-c', 'c')
+        self._holding('a', lambda: None)
+        self._holding('b', lambda: None)
+        change, calls = self._status_change(['a', 'b', 'c'])
+
+        started = time.monotonic()
+        change()
+        waited = time.monotonic() - started
+
+        self.assertGreaterEqual(waited, 0.5)
+        # NOTE: 1.0 s with a timeout per node.
+        self.assertLess(waited, 0.9)
+        self.assertEqual([('a', []), ('b', []), ('c', ['c'])], calls)
+        log = self.logger.output
+        self.assertEqual(1, log.count('goes ahead without the lock'))
+        self.assertIn('Compute status update of provider a waited 0.5s',
+                      log)
+        self.assertIn('The same compute status change updated the trait of '
+                      '1 more provider(s) at once without the lock, their '
+                      'trees still held: b (held by provider tree flush).',
+                      log)
+
+    def test_each_status_change_has_its_deadline(self):
+        self.flags(provider_lock_timeout=0.3)
+        go, _, _ = self._holding('a', lambda: None)
+        change, calls = self._status_change(['a'])
+        change()
+        threading.Timer(0.2, go.set).start()
+        change()
+        self.assertEqual([('a', []), ('a', ['a'])], calls)
+
+
+class WholeCacheTest(SerializedClientTest):
+    """As above, where the resource tracker snapshots the whole cache.
+
+    As Nova 2024.1 to 2026.1 do.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.serialized_client._HAS_SUBTREE_SNAPSHOT', False))
+
+    def test_lock_of_an_uncached_tree_comes_with_the_cache(self):
+        with self.client.provider_lock('c', 'status'):
+            self.assertEqual([serialized_client.WHOLE_CACHE, 'c'],
+                             self.client.provider_locks.held())
+        with self.client.provider_lock('a', 'status'):
+            self.assertEqual(['a'], self.client.provider_locks.held())
+
+    def test_update_holds_the_cache_then_every_cached_tree(self):
+        held = []
+        update = serialized_client.serialize_update(
+            lambda rt, context, node, startup: held.append(
+                self.client.provider_locks.held()[:]))
+        update(mock.Mock(reportclient=self.client), 'ctxt',
+               mock.Mock(uuid='c', hypervisor_hostname='node-c'), False)
+        self.assertEqual([[serialized_client.WHOLE_CACHE, 'a', 'b', 'c']],
+                         held)
+
+    def test_status_update_never_loads_a_tree_past_the_deadline(self):
+        self.flags(provider_lock_timeout=0.3)
+        holding, release = threading.Event(), threading.Event()
+
+        def update():
+            with self.client.provider_locks.hold(
+                    [serialized_client.WHOLE_CACHE],
+                    'resource tracker update of node-a'):
+                holding.set()
+                release.wait(10)
+
+        thread = threading.Thread(target=update)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(release.set)
+        self.assertTrue(holding.wait(10))
+        self.client.get_providers_in_tree = mock.Mock()
+        change, calls = self._status_change(['c'])
+
+        change()
+
+        self.assertEqual([], calls)
+        self.client.get_providers_in_tree.assert_not_called()
+        self.assertFalse(self.client._provider_tree.exists('c'))
+        self.assertIn('Compute status change left the trait of 1 '
+                      'provider(s) to the next periodic resource update, '
+                      'which syncs it from the service record: c (held by '
+                      'resource tracker update of node-a).',
+                      self.logger.output)
+        self.assertNotIn('goes ahead', self.logger.output)
 
 
 class OsloFairLockTest(base.TestCase):
