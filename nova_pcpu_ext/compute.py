@@ -29,7 +29,8 @@ REPORT_CLIENT = 'nova.scheduler.client.report:SchedulerReportClient'
 
 NOVA_SYMBOLS = (
     ('nova.compute.manager:ComputeManager', None),
-    (RESOURCE_TRACKER, ('host', 'driver', 'reportclient')),
+    # NOTE: ComputeManager passes reportclient by keyword.
+    (RESOURCE_TRACKER, ('host', 'driver', '*', 'reportclient')),
     (REPORT_CLIENT, None),
 )
 

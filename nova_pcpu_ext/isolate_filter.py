@@ -55,8 +55,9 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
     nova_symbols = (
         ('nova.virt.hardware:get_cpu_thread_policy_constraint',
          ('flavor', 'image_meta')),
+        # NOTE: by keyword, as Nova's Cyborg client passes them.
         ('nova.objects.request_spec:RequestGroup.add_trait',
-         ('self', 'trait_name', 'trait_type')),
+         ('self', '*', 'trait_name', 'trait_type')),
     )
 
     @staticmethod
@@ -89,7 +90,7 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         # NOTE: the unsuffixed group is built afresh for every query, unlike
         # the root traits, which alias the RequestSpec's sets.
         resources.get_request_group(None).add_trait(
-            HYPERTHREADING, 'forbidden')
+            trait_name=HYPERTHREADING, trait_type='forbidden')
         self._log(context, spec_obj,
                   'the VCPU fallback placement query forbids it too '
                   '([pcpu_ext] isolate_fallback_mode = forbid_trait).')

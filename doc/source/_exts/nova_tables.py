@@ -50,6 +50,12 @@ def _symbol_checks():
     for symbol, names in scheduler.NOVA_SOURCE_USES:
         checks[symbol].add('source uses %s' % ', '.join(names))
         users[symbol].add('scheduler activation')
+    checks[scheduler.SELECT_DESTINATIONS].add(
+        'source calls %s through its module and reads %s, unless nothing '
+        'in %s reads %s' % (
+            scheduler.RESOURCES_FROM_REQUEST_SPEC,
+            ', '.join(scheduler.FALLBACK_USES), scheduler.MANAGER,
+            scheduler.FALLBACK_USES[0]))
     checks['[%s] %s' % scheduler.NOVA_OPTION].add('registered')
     users['[%s] %s' % scheduler.NOVA_OPTION].add('scheduler activation')
     add(compute.NOVA_SYMBOLS, 'compute activation')

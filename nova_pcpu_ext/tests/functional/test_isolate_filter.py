@@ -15,10 +15,14 @@
 
 from nova_pcpu_ext.tests.functional import base  # isort:skip
 
+from nova.scheduler import utils as scheduler_utils
+
+from nova_pcpu_ext import activation
 from nova_pcpu_ext.tests.functional.base import DEDICATED
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
 from nova_pcpu_ext.tests.functional.base import NO_HYPERTHREADS
+from nova_pcpu_ext.tests import future_nova
 
 FORBIDS_HT = 'required=%21HW_CPU_HYPERTHREADING'
 
@@ -156,3 +160,35 @@ class ForbidTraitModeTest(_IsolateTestBase):
         self.assertEqual(2, len(self.placement_queries))
         for query in self.placement_queries:
             self.assertIn(FORBIDS_HT, query)
+
+
+class NovaWithoutFallbackQueryTest(_IsolateTestBase):
+    """A future Nova that no longer makes the VCPU fallback query.
+
+    nova-scheduler runs the installed Nova's scheduler manager with the
+    fallback query removed, as its TODO foresees.
+    """
+
+    def setUp(self):
+        # NOTE: before the scheduler service starts and activates.
+        self.useFixture(future_nova.SchedulerWithoutFallbackQuery())
+        super().setUp()
+
+    def test_request_filter_stands_aside(self):
+        ht_rp = self.start_new_style_host('compute1')
+        no_ht_rp = self.start_new_style_host('compute2', NO_HYPERTHREADS)
+
+        server = self.boot(ISOLATE)
+
+        self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual({}, self.usages(ht_rp))
+        self.assertEqual({'PCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(no_ht_rp))
+        self.assertEqual(1, len(self.placement_queries))
+        self.assertIn(FORBIDS_HT, self.placement_queries[0])
+        self.assertFalse(activation.is_patched(
+            scheduler_utils, 'resources_from_request_spec'))
+        self.assertEqual(1, self.stdlog.logger.output.count(
+            'nova-scheduler makes no VCPU fallback placement query'))
+        self.assertIn('have nothing to fix and stand aside',
+                      self.stdlog.logger.output)

@@ -85,8 +85,8 @@ class SchedulerActivationTest(base.TestCase):
         error = self.assertRaises(exception.IncompatibleNova,
                                   scheduler.activate_plugins)
         self.assertIn('takes (ctxt, spec_obj, host_manager), expected '
-                      '(ctxt, spec_obj, host_manager, '
-                      'enable_pinning_translate)', str(error))
+                      '(ctxt, spec_obj, host_manager, ...) by position, '
+                      'then enable_pinning_translate by keyword', str(error))
         self.assertFalse(activation.is_patched(
             scheduler_utils, 'resources_from_request_spec'))
 

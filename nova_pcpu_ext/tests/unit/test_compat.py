@@ -12,10 +12,17 @@
 
 """Feature detection against fakes of a changed Nova."""
 
+import ast
+import collections
+import os
 import types
 
 import fixtures
+import nova
 from nova.compute import provider_tree
+from nova import objects
+from nova.scheduler.client import report
+from nova.scheduler import utils as scheduler_utils
 from oslo_config import cfg
 
 from nova_pcpu_ext import activation
@@ -23,9 +30,16 @@ from nova_pcpu_ext import allocation_ratios
 from nova_pcpu_ext import compat
 from nova_pcpu_ext import compute
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import isolate_filter
 from nova_pcpu_ext import scheduler
 from nova_pcpu_ext import serialized_client
+from nova_pcpu_ext.tests import future_nova
 from nova_pcpu_ext.tests.unit import base
+
+objects.register_all()
+
+#: Where the tests put a fake Nova function for compat.require to find.
+FAKE = __name__ + ':nova_function'
 
 
 class AppendedParameterTest(base.TestCase):
@@ -45,12 +59,15 @@ class AppendedParameterTest(base.TestCase):
             resources_from_request_spec))
         scheduler.activate_plugins()
         from nova.scheduler import utils
+        # As Nova's callers pass enable_pinning_translate: by keyword, so
+        # what follows it comes by keyword too.
         utils.resources_from_request_spec('ctxt', 'spec', 'hm',
                                           enable_pinning_translate=False,
                                           new_arg='keyword')
         utils.resources_from_request_spec('ctxt', 'spec', 'hm', True,
-                                          'positional')
-        self.assertEqual([(False, 'keyword'), (True, 'positional')], calls)
+                                          new_arg='after positional')
+        self.assertEqual([(False, 'keyword'), (True, 'after positional')],
+                         calls)
 
     def test_resource_tracker_mixin(self):
         calls = []
@@ -72,7 +89,7 @@ class AppendedParameterTest(base.TestCase):
         tracker = activation.compose(
             ChangedTracker, [allocation_ratios.AllocationRatiosMixin])(
             'host', 'driver', new_arg=1)
-        node = types.SimpleNamespace(hypervisor_hostname='node1')
+        node = objects.ComputeNode(hypervisor_hostname='node1')
         tracker._copy_resources(node, {'hypervisor_hostname': 'node1'},
                                 False, 2)
         tracker._update_to_placement('ctxt', node, False, new_arg=3)
@@ -209,3 +226,341 @@ class ChangedNovaTest(base.TestCase):
     def test_tested_nova_does_not_warn(self):
         self._activate_on('34.1.0')
         self.assertNotIn('not tested with', self.logger.output)
+
+
+class ParameterKindTest(base.TestCase):
+    """compat.require compares how parameters are passed, not only names."""
+
+    def require(self, function, params):
+        self.useFixture(fixtures.MonkeyPatch(FAKE.replace(':', '.'),
+                                             function))
+        return compat.require(FAKE, params)
+
+    def assertStops(self, function, params, message):
+        error = self.assertRaises(exception.IncompatibleNova, self.require,
+                                  function, params)
+        self.assertIn('%s %s.' % (FAKE, message), str(error))
+        self.assertNotIn('\n', str(error))
+
+    def test_positional_parameter_made_keyword_only_stops(self):
+        def set_inventory_for_provider(self, context, *, rp_uuid, inv_data):
+            pass
+        self.assertStops(set_inventory_for_provider,
+                         ('self', 'context', 'rp_uuid'),
+                         'takes (self, context, *, rp_uuid, inv_data), '
+                         'expected (self, context, rp_uuid, ...)')
+
+    def test_keyword_parameter_may_be_keyword_only(self):
+        params = ('self', 'context', 'uuid', '*', 'name',
+                  'parent_provider_uuid')
+
+        def positional(self, context, uuid, name=None,
+                       parent_provider_uuid=None, new=None):
+            pass
+
+        def keyword_only(self, context, uuid, *, new=None,
+                         parent_provider_uuid=None, name=None):
+            pass
+
+        def one_of_each(self, context, uuid, name=None, *,
+                        parent_provider_uuid=None):
+            pass
+
+        for function in (positional, keyword_only, one_of_each):
+            self.assertIs(function, self.require(function, params))
+
+    def test_parameter_inserted_before_keyword_one_stops(self):
+        def function(ctxt, spec_obj, host_manager, new,
+                     enable_pinning_translate=True):
+            pass
+        self.assertStops(
+            function, ('ctxt', 'spec_obj', 'host_manager', '*',
+                       'enable_pinning_translate'),
+            'takes (ctxt, spec_obj, host_manager, new, '
+            'enable_pinning_translate), expected (ctxt, spec_obj, '
+            'host_manager, ...) by position, then enable_pinning_translate '
+            'by keyword')
+
+    def test_keyword_parameters_swapped_stop(self):
+        # A caller passing them by position would fill the wrong one.
+        def function(self, name=None, uuid=None):
+            pass
+        self.assertStops(function, ('self', '*', 'uuid', 'name'),
+                         'takes (self, name, uuid), expected (self, ...) by '
+                         'position, then uuid, name by keyword')
+
+    def test_keyword_parameter_made_positional_only_stops(self):
+        def function(self, init=False, /):
+            pass
+        self.assertStops(function, ('self', '*', 'init'),
+                         'takes (self, init, /), expected (self, ...) by '
+                         'position, then init by keyword')
+
+    def test_keyword_parameter_removed_stops(self):
+        def function(self, **kwargs):
+            pass
+        self.assertStops(function, ('self', '*', 'init'),
+                         'takes (self, **kwargs), expected (self, ...) by '
+                         'position, then init by keyword')
+
+    def test_catch_all_in_place_of_parameter_stops(self):
+        def function(self, *args, **kwargs):
+            pass
+        self.assertStops(function, ('self', 'context'),
+                         'takes (self, *args, **kwargs), expected (self, '
+                         'context, ...)')
+
+    def test_names_only_as_before(self):
+        def function(self, context, rp_uuid, inv_data, new=None):
+            pass
+        self.assertIs(function, self.require(
+            function, ['self', 'context', 'rp_uuid']))
+        self.assertStops(function, ('self', 'ctxt'),
+                         'takes (self, context, rp_uuid, inv_data, new), '
+                         'expected (self, ctxt, ...)')
+
+
+class KeywordOnlyNovaTest(base.TestCase):
+    """A parameter made keyword-only: it works, or one line at startup."""
+
+    def test_scheduler_wrapper_passes_keyword_as_nova_does(self):
+        calls = []
+
+        def resources_from_request_spec(ctxt, spec_obj, host_manager, *,
+                                        enable_pinning_translate=True):
+            calls.append(enable_pinning_translate)
+            return types.SimpleNamespace(cpu_pinning_requested=False)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.utils.resources_from_request_spec',
+            resources_from_request_spec))
+        scheduler.activate_plugins()
+        scheduler_utils.resources_from_request_spec(
+            'ctxt', 'spec', 'hm', enable_pinning_translate=False)
+        scheduler_utils.resources_from_request_spec('ctxt', 'spec', 'hm')
+        self.assertEqual([False, True], calls)
+
+    def test_report_client_wrappers_pass_keywords_as_nova_does(self):
+        calls = []
+
+        class ChangedClient(object):
+            _provider_tree = None
+
+            def _ensure_resource_provider(self, context, uuid, *, name=None,
+                                          parent_provider_uuid=None):
+                calls.append((name, parent_provider_uuid))
+
+            def clear_provider_cache(self, *, init=False):
+                calls.append(init)
+
+        client = activation.compose(
+            ChangedClient, [serialized_client.SerializedReportClientMixin])()
+        client.clear_provider_cache(init=True)
+        client._provider_tree = provider_tree.ProviderTree()
+        # As Nova's get_provider_tree_and_ensure_root calls it.
+        client._ensure_resource_provider('ctxt', 'uuid1', name='node1',
+                                         parent_provider_uuid=None)
+        self.assertEqual([True, ('node1', None)], calls)
+
+    def test_compute_stops_at_startup_with_one_line(self):
+        def set_inventory_for_provider(self, context, *, rp_uuid, inv_data):
+            pass
+
+        self.useFixture(fixtures.MockPatchObject(
+            report.SchedulerReportClient, 'set_inventory_for_provider',
+            new=set_inventory_for_provider))
+        error = self.assertRaises(SystemExit, activation.exit_on_error,
+                                  compute.activate_plugins)
+        self.assertIn('SchedulerReportClient.set_inventory_for_provider '
+                      'takes (self, context, *, rp_uuid, inv_data), '
+                      'expected (self, context, rp_uuid, ...).', error.code)
+        self.assertNotIn('\n', error.code)
+        self.assertFalse(activation.is_active('compute'))
+
+
+def _declared():
+    """``(symbol, params)`` of every Nova callable the plugins check."""
+    declared = list(scheduler.NOVA_SYMBOLS) + list(compute.NOVA_SYMBOLS)
+    for plugin in (isolate_filter.IsolateVcpuFallbackFilter,
+                   allocation_ratios.AllocationRatiosMixin,
+                   serialized_client.SerializedReportClientMixin):
+        declared += plugin.nova_symbols
+    return [(symbol, tuple(params)) for symbol, params in declared if params]
+
+
+def _callee(symbol):
+    """The name Nova's code calls a symbol by."""
+    path = symbol.partition(':')[2].split('.')
+    return path[-2] if path[-1] == '__init__' else path[-1]
+
+
+def _nova_keywords(callees):
+    """``{callee: {keyword: 'file:line'}}`` of calls in Nova's own code."""
+    root = os.path.dirname(nova.__file__)
+    found = collections.defaultdict(dict)
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = [name for name in subdirectories
+                             if name != 'tests']
+        for path in (os.path.join(directory, name) for name in files
+                     if name.endswith('.py')):
+            with open(path) as module:
+                source = module.read()
+            if not any(callee + '(' in source for callee in callees):
+                continue
+            for call in ast.walk(ast.parse(source)):
+                if not isinstance(call, ast.Call):
+                    continue
+                callee = getattr(call.func, 'attr',
+                                 getattr(call.func, 'id', None))
+                for keyword in call.keywords if callee in callees else ():
+                    found[callee].setdefault(keyword.arg, '%s:%d' % (
+                        os.path.relpath(path, root), call.lineno))
+    return found
+
+
+class NovaCallersTest(base.TestCase):
+    """The installed Nova's callers against what the plugins declare."""
+
+    def test_what_nova_passes_by_keyword_is_passed_by_keyword(self):
+        declared = _declared()
+        keywords = _nova_keywords({_callee(symbol)
+                                   for symbol, _params in declared})
+        self.assertIn('enable_pinning_translate',
+                      keywords['resources_from_request_spec'])
+        wrong = []
+        for symbol, params in declared:
+            positional = params[:params.index('*')] if '*' in params else (
+                params)
+            wrong += ['%s %s (nova/%s)' % (
+                symbol, name, keywords[_callee(symbol)][name])
+                for name in positional if name in keywords[_callee(symbol)]]
+        self.assertEqual([], wrong, 'Nova passes these by keyword: list '
+                         "them after '*' and pass them on by keyword")
+
+
+def _select_destinations(tree):
+    manager_class = next(node for node in tree.body if isinstance(
+        node, ast.ClassDef) and node.name == 'SchedulerManager')
+    return next(node for node in manager_class.body if isinstance(
+        node, ast.FunctionDef) and node.name == 'select_destinations')
+
+
+class FallbackQueryTest(base.TestCase):
+    """How select_destinations makes the fallback query, from its source.
+
+    Each test changes the source of the installed Nova's
+    ``nova.scheduler.manager`` as a future Nova could.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.tree = compat.source_tree(scheduler.MANAGER)
+
+    def assertStops(self, tree, message):
+        error = self.assertRaises(exception.IncompatibleNova,
+                                  scheduler.makes_fallback_query, tree)
+        self.assertIn('%s %s' % (scheduler.SELECT_DESTINATIONS, message),
+                      str(error))
+
+    def test_installed_nova_makes_it_through_the_module(self):
+        self.assertTrue(scheduler.makes_fallback_query(self.tree))
+
+    def test_without_fallback_query(self):
+        self.assertFalse(scheduler.makes_fallback_query(
+            future_nova.without_fallback_query(self.tree)))
+
+    def test_module_imported_under_another_name(self):
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ImportFrom) and any(
+                    alias.name == 'utils' for alias in node.names):
+                node.names = [ast.alias('utils', 'scheduler_utils')]
+            elif isinstance(node, ast.Name) and node.id == 'utils':
+                node.id = 'scheduler_utils'
+        self.assertTrue(scheduler.makes_fallback_query(self.tree))
+
+    def test_function_imported_from_the_module_stops(self):
+        for node in ast.walk(_select_destinations(self.tree)):
+            if isinstance(node, ast.Call) and getattr(
+                    node.func, 'attr', None) == 'resources_from_request_spec':
+                node.func = ast.Name('resources_from_request_spec',
+                                     ast.Load(), lineno=node.lineno)
+        error = self.assertRaises(exception.IncompatibleNova,
+                                  scheduler.makes_fallback_query, self.tree)
+        self.assertRegex(str(error), (
+            r'select_destinations calls nova\.scheduler\.utils\.'
+            r'resources_from_request_spec as resources_from_request_spec '
+            r'\(line \d+\), not through its module\.'))
+
+    def test_fallback_query_elsewhere_stops(self):
+        tree = future_nova.without_fallback_query(self.tree)
+        tree.body.append(ast.parse(
+            'def fallback(resources):\n'
+            '    return resources.cpu_pinning_requested\n').body[0])
+        self.assertStops(tree, 'no longer reads cpu_pinning_requested, '
+                         'disable_fallback_pcpu_query.')
+
+    def test_workaround_no_longer_read_stops(self):
+        function = _select_destinations(self.tree)
+        for node in ast.walk(function):
+            for name, value in ast.iter_fields(node):
+                if (isinstance(value, ast.Attribute) and
+                        value.attr == 'disable_fallback_pcpu_query'):
+                    setattr(node, name, ast.Constant(False))
+        self.assertStops(self.tree,
+                         'no longer reads disable_fallback_pcpu_query.')
+
+    def test_no_call_left_stops(self):
+        _select_destinations(self.tree).body = ast.parse(
+            'if resources.cpu_pinning_requested:\n    pass\n').body
+        self.assertStops(self.tree, 'no longer calls nova.scheduler.utils.'
+                         'resources_from_request_spec.')
+
+    def test_source_not_installed_checks_the_rest(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.compat.inspect.getsource', side_effect=OSError))
+        scheduler.activate_plugins()
+        self.assertTrue(activation.is_patched(
+            scheduler_utils, 'resources_from_request_spec'))
+        self.assertIn('The source of nova.scheduler.manager is not '
+                      'installed', self.logger.output)
+
+
+class StandAsideTest(base.TestCase):
+    """A Nova without the fallback query: one warning, Nova untouched."""
+
+    def setUp(self):
+        super().setUp()
+        future = future_nova.without_fallback_query(
+            compat.source_tree(scheduler.MANAGER))
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.compat.source_tree', return_value=future))
+
+    def test_activation_stands_aside(self):
+        stock = scheduler_utils.resources_from_request_spec
+
+        scheduler.activate()
+        scheduler.activate()
+
+        self.assertIs(stock, scheduler_utils.resources_from_request_spec)
+        self.assertEqual(1, self.logger.output.count(
+            'nova-scheduler makes no VCPU fallback placement query (nothing '
+            'in nova.scheduler.manager reads cpu_pinning_requested): the '
+            'request filters isolate_vcpu_fallback have nothing to fix and '
+            'stand aside. Remove them from [pcpu_ext] request_filters.'))
+
+    def test_what_went_with_the_query_is_not_required(self):
+        # NOTE: the query's flag, parameter and workaround option would go
+        # with it.
+        def resources_from_request_spec(ctxt, spec_obj, host_manager):
+            pass
+
+        def __init__(self):
+            self._rg_by_id = {}
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.utils.resources_from_request_spec',
+            resources_from_request_spec))
+        self.useFixture(fixtures.MockPatchObject(
+            scheduler_utils.ResourceRequest, '__init__', new=__init__))
+        self.assertEqual([], scheduler.check_plugins())
+        self.assertIn('stand aside', self.logger.output)
