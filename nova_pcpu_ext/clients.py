@@ -31,6 +31,12 @@ from nova_pcpu_ext import exception
 #: 1.22 filters by forbidden traits; 1.26 accepts reserved == total, which
 #: Nova writes for disabled resources, when an inventory is written back.
 PLACEMENT_VERSION = '1.26'
+#: Allocation candidates as Nova's scheduler asks for them: 1.29 offers
+#: nested providers, 1.35 has root_required; Nova asks at 1.36.
+CANDIDATES_VERSION = '1.36'
+#: Resource classes of the compute node itself, never of a nested or
+#: sharing provider: the node of a candidate is the root of their provider.
+NODE_CLASSES = ('PCPU', 'VCPU')
 #: 2.47 embeds the flavor in a server, 2.84 names the error of an instance
 #: action's event; Nova 2024.1 serves up to 2.96.
 COMPUTE_VERSION = '2.84'
@@ -152,9 +158,9 @@ class Service(object):
             raise self._error(method, url, _http_problem(response))
         return response
 
-    def get(self, url, *keys):
+    def get(self, url, *keys, **kwargs):
         """The values under ``keys`` of the JSON answer, in order."""
-        return self._values(self.request('GET', url), *keys)
+        return self._values(self.request('GET', url, **kwargs), *keys)
 
     def _values(self, response, *keys):
         try:
@@ -208,6 +214,11 @@ def summed(allocations):
     return resources
 
 
+def _resources(resources):
+    """``RC:N,...`` of ``{resource class: amount}``, as placement reads it."""
+    return ','.join('%s:%d' % item for item in sorted(resources.items()))
+
+
 def _with_query(url, query):
     if not query:
         return url
@@ -237,12 +248,13 @@ class Placement(Service):
         super().__init__(adapter, PLACEMENT_VERSION)
         self._answers = {} if read_only else None
 
-    def get(self, url, *keys):
+    def get(self, url, *keys, **kwargs):
         if self._answers is None:
-            return super().get(url, *keys)
-        if (url, keys) not in self._answers:
-            self._answers[url, keys] = super().get(url, *keys)
-        return copy.deepcopy(self._answers[url, keys])
+            return super().get(url, *keys, **kwargs)
+        asked = (url, keys, kwargs.get('microversion'))
+        if asked not in self._answers:
+            self._answers[asked] = super().get(url, *keys, **kwargs)
+        return copy.deepcopy(self._answers[asked])
 
     def providers(self, **query):
         """Resource providers, filtered by ``query``.
@@ -296,25 +308,38 @@ class Placement(Service):
         return {rp_uuid: allocation['resources'] for rp_uuid, allocation
                 in allocations.items()}
 
-    def consumer_resources(self, consumer):
-        """``{resource class: amount}`` a consumer holds, on all providers."""
-        return summed(self.consumer_allocations(consumer))
+    def candidate(self, groups, root_required):
+        """The name of the compute node of a candidate for ``groups``, or None.
 
-    def candidate(self, resources, required):
-        """The name of a provider that offers ``resources`` now, or None.
-
-        :param resources: ``{resource class: amount}``.
-        :param required: traits, ``!`` before each forbidden one.
+        :param groups: ``[{resource class: amount}]``: the unnumbered
+            group, then groups each to be had from one provider, as
+            Nova's granular request groups are.
+        :param root_required: traits of the root provider of the
+            candidate's tree, ``!`` before each forbidden one.
         """
-        url = _with_query('/allocation_candidates', {
-            'resources': ','.join('%s:%d' % item
-                                  for item in sorted(resources.items())),
-            'required': ','.join(required), 'limit': 1})
-        candidates, = self.get(url, 'allocation_requests')
+        query = {'resources': _resources(groups[0]),
+                 'root_required': ','.join(root_required), 'limit': 1}
+        for number, resources in enumerate(groups[1:], 1):
+            query['resources%d' % number] = _resources(resources)
+        if len(groups) > 2:
+            # NOTE: placement needs a policy for several numbered groups;
+            # Nova's default too.
+            query['group_policy'] = 'none'
+        candidates, summaries = self.get(
+            _with_query('/allocation_candidates', query),
+            'allocation_requests', 'provider_summaries',
+            microversion=CANDIDATES_VERSION)
         if not candidates:
             return None
-        uuid = next(iter(candidates[0]['allocations']))
-        name, = self.get('/resource_providers/%s' % uuid, 'name')
+        # NOTE: a candidate also holds providers nested under the node
+        # (VGPU, PCI devices, port bandwidth) and sharing ones (shared
+        # storage), in no particular order.
+        allocations = candidates[0]['allocations']
+        provider = next((rp for rp, allocation in allocations.items()
+                         if set(allocation['resources']) & set(NODE_CLASSES)),
+                        next(iter(allocations)))
+        name, = self.get('/resource_providers/%s' % (
+            summaries[provider]['root_provider_uuid']), 'name')
         return name
 
 

@@ -20,6 +20,10 @@ without hyperthreads are candidates. Placement then tells whether it
 worked: the server holds resources of no hyperthreaded provider. A server
 that cannot move stays where it was, in the state it was; nothing is
 deleted.
+
+Servers Nova isolated the legacy way (``isolate`` on a ``vcpu_pin_set``
+host, which pins one thread per core and reserves its siblings) are not
+the bug's and stay unless the operator includes them.
 """
 
 import concurrent.futures
@@ -49,6 +53,9 @@ DEFAULT_TIMEOUT = 900
 MAX_PARALLEL = 10
 POLL_INTERVAL = 2
 CPU_CLASSES = (orc.PCPU, orc.VCPU)
+#: The result of legacy isolation left alone.
+LEGACY = ('skipped: isolated as Nova means it on a vcpu_pin_set host (one '
+          'thread per core, siblings reserved); --include-legacy moves it')
 
 
 @dataclasses.dataclass
@@ -68,6 +75,9 @@ class Move:
     how: str = dataclasses.field(default='', repr=False)
     #: A host with room for it when planned; the scheduler chooses.
     room: str = dataclasses.field(default=None, repr=False)
+    #: Whether the run is to heal it: not so for legacy isolation left
+    #: alone, which is no item left.
+    wanted: bool = dataclasses.field(default=True, repr=False)
 
     @property
     def failed(self):
@@ -77,6 +87,14 @@ class Move:
 def _cpus(resources):
     return ', '.join('%s:%d' % (rc, resources[rc]) for rc in CPU_CLASSES
                      if resources.get(rc))
+
+
+def _groups(groups):
+    """The request groups of a move, as a row says them."""
+    unnumbered, *nested = [', '.join('%s:%d' % item for item in sorted(
+        resources.items())) for resources in groups]
+    return unnumbered + ''.join('; %s of a nested provider' % group
+                                for group in nested)
 
 
 def how_to_move(status, cold=False):
@@ -103,15 +121,25 @@ def why_not_movable(server):
     return None
 
 
-def plan(scan, placement, cold=False, forbid_trait=False):
+def plan(scan, placement, cold=False, forbid_trait=False,
+         include_legacy=False):
     """One :class:`Move` per server, its result what would be done.
+
+    The bug's servers come first, then those isolated the legacy way,
+    which are moved only if ``include_legacy``.
 
     :param scan: an :class:`~nova_pcpu_ext.audit.IsolateScan`.
     :param forbid_trait: the request filter's mode is ``forbid_trait``, so
         hosts without PCPU and without hyperthreads are destinations too.
     """
-    moves = [_plan_one(found, placement, cold, forbid_trait)
-             for found in scan.found]
+    moves = []
+    for found in sorted(scan.found, key=lambda found: found.legacy):
+        if found.legacy and not (found.unsure or include_legacy):
+            moves.append(Move(found.server['id'], found.host,
+                              found.server['status'], _cpus(found.held),
+                              found=found, result=LEGACY, wanted=False))
+        else:
+            moves.append(_plan_one(found, placement, cold, forbid_trait))
     moves += [Move(consumer, node, 'UNKNOWN', '', result=(
         'skipped: the Compute API cannot show the server: is its cell '
         'down?')) for node, consumers in sorted(scan.unseen.items())
@@ -133,9 +161,8 @@ def _plan_one(found, placement, cold, forbid_trait):
         move.result = 'skipped: %s' % why_not
     elif not move.room:
         move.result = ('no eligible destination: no enabled host without '
-                       'hyperthreads has room for %s' % ', '.join(
-                           '%s:%d' % item for item in sorted(
-                               audit.destination_requests(found)[0].items())))
+                       'hyperthreads has room for %s' % _groups(
+                           audit.destination_requests(found)[0]))
     else:
         move.result = 'planned'
     return move

@@ -21,11 +21,13 @@
     nova-pcpu-ext-manage [--config-file nova.conf]
         [--os-compute-endpoint-override URL] heal isolate [--dry-run]
         [--host HOST] [--max-parallel N] [--timeout SECONDS] [--cold]
-        [--continue-on-error] [--format table|json]
+        [--continue-on-error] [--include-legacy] [--format table|json]
 
 Exits 0 when everything is done or there is nothing to do, 1 when some
 items were left (found but not fixed, skipped or failed), 2 when the
-command could not run and 255 on an unexpected error.
+command could not run and 255 on an unexpected error. Servers isolated
+the legacy way, which ``heal isolate`` leaves alone unless given
+``--include-legacy``, are no items left.
 """
 
 import argparse
@@ -106,7 +108,8 @@ def heal_isolate(args):
     scan = audit.isolate_servers(placement, compute, args.compute_node)
     moves = heal.plan(
         scan, placement, args.cold,
-        forbid_trait=CONF.pcpu_ext.isolate_fallback_mode == 'forbid_trait')
+        forbid_trait=CONF.pcpu_ext.isolate_fallback_mode == 'forbid_trait',
+        include_legacy=args.include_legacy)
     if args.dry_run:
         for move in moves:
             if move.result == 'planned':
@@ -122,7 +125,8 @@ def heal_isolate(args):
             'Result'],
            lambda m: [m.server, m.from_host, m.status, m.to_host, m.before,
                       m.after, m.result])
-    return DONE if all(move.healed for move in moves) else ITEMS_LEFT
+    return DONE if all(move.healed for move in moves if move.wanted) \
+        else ITEMS_LEFT
 
 
 def _add_format(parser):
@@ -187,6 +191,13 @@ def _add_commands(subparsers):
     isolate.add_argument('--continue-on-error', action='store_true',
                          help='Go on after a move failed (default: start '
                               'no more).')
+    isolate.add_argument(
+        '--include-legacy', action='store_true',
+        help='Also move isolate servers of hyperthreaded hosts without PCPU '
+             'inventory (vcpu_pin_set), for example to retire those hosts. '
+             'Nova pins such a server on one thread per core and reserves '
+             'the siblings, so it is isolated and not the bug\'s: by '
+             'default each is listed as skipped and left where it is.')
     _add_format(isolate)
 
 

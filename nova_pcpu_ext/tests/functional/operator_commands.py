@@ -99,10 +99,15 @@ class Placement(object):
         response.raise_for_status()
         return response.json() if response.content else None
 
-    def provider(self, name, inventories, traits=()):
+    def provider(self, name, inventories, traits=(), parent=None):
+        """A new provider; a child of ``parent`` as Neutron makes them."""
         rp_uuid = str(uuid.uuid4())
         self.call('POST', '/resource_providers',
-                  {'name': name, 'uuid': rp_uuid})
+                  {'name': name, 'uuid': rp_uuid,
+                   'parent_provider_uuid': parent})
+        for rc in inventories:
+            if rc.startswith('CUSTOM_'):
+                self.call('PUT', '/resource_classes/%s' % rc)
         self.call('PUT', '/resource_providers/%s/inventories' % rp_uuid,
                   {'resource_provider_generation': 0,
                    'inventories': inventories})
@@ -114,6 +119,14 @@ class Placement(object):
                       {'resource_provider_generation': 1,
                        'traits': list(traits)})
         return rp_uuid
+
+    def join_aggregate(self, rp_uuid, aggregate):
+        url = '/resource_providers/%s/aggregates' % rp_uuid
+        current = self.call('GET', url)
+        self.call('PUT', url, {
+            'aggregates': current['aggregates'] + [aggregate],
+            'resource_provider_generation': current[
+                'resource_provider_generation']})
 
     def inventories(self, rp_uuid):
         return self.call(

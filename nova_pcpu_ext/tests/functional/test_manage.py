@@ -17,6 +17,7 @@ from nova_pcpu_ext.tests.functional import base  # noqa: F401  isort:skip
 import json
 import time
 import urllib.parse
+import uuid
 
 import fixtures
 from lxml import etree
@@ -477,6 +478,53 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
                 [(m['server'], m['result']) for m in listed])
         self.assertEqual(('ACTIVE', 'compute1'), self.where(server))
 
+    def test_nested_and_sharing_resources(self):
+        """A device nested under each node, a pool shared by both.
+
+        As Neutron makes its providers: a child of each compute node, and
+        a provider sharing through an aggregate. The flavor asks for one
+        of each, the device in a granular group.
+        """
+        placement = operator_commands.Placement(self.placement_server)
+        pool = placement.provider(
+            'licenses', {'CUSTOM_LICENSE': {'total': 10}},
+            traits=['MISC_SHARES_VIA_AGGREGATE'])
+        aggregate = str(uuid.uuid4())
+        devices = {}
+
+        def add_host(name, rp_uuid):
+            devices[name] = placement.provider(
+                '%s:device' % name, {'CUSTOM_DEVICE': {'total': 2}},
+                parent=rp_uuid)
+            placement.join_aggregate(rp_uuid, aggregate)
+
+        placement.join_aggregate(pool, aggregate)
+        add_host('compute1.example', self.ht_rp)
+        server = self.boot(dict(ISOLATE, **{
+            'resources1:CUSTOM_DEVICE': '1',
+            'resources:CUSTOM_LICENSE': '1'}))
+        self.enable_extension()
+        no_ht_rp = self.start_host_without_hyperthreads()
+        add_host('compute2', no_ht_rp)
+
+        _dry_run, planned = self.heal('--dry-run')
+        result, moves = self.heal()
+
+        self.assertEqual(
+            [(server['id'], 'dry run: would live-migrate (room on '
+              'compute2)')], [(m['server'], m['result']) for m in planned])
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual([('compute2', 'PCPU:1', 'healed')],
+                         [(m['to_host'], m['after'], m['result'])
+                          for m in moves])
+        self.assertEqual(
+            {no_ht_rp: {'PCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+             devices['compute2']: {'CUSTOM_DEVICE': 1},
+             pool: {'CUSTOM_LICENSE': 1}},
+            {rp: allocation['resources'] for rp, allocation in
+             self.placement.get('/allocations/%s' % server['id']).body[
+                 'allocations'].items()})
+
     def test_failed_move_leaves_the_server_running(self):
         server = self.boot(ISOLATE)
         self.enable_extension()
@@ -507,7 +555,8 @@ class HealIsolateForbidTraitTest(operator_commands.OperatorCommandTestBase,
     """``forbid_trait`` mode: a legacy host without hyperthreads will do.
 
     Both hosts pin from ``vcpu_pin_set``; the isolate server holds VCPU
-    wherever it runs.
+    wherever it runs. It is isolated the legacy way, as when an operator
+    retires a hyperthreaded ``vcpu_pin_set`` host: moved only when asked.
     """
 
     extension = False
@@ -527,8 +576,9 @@ class HealIsolateForbidTraitTest(operator_commands.OperatorCommandTestBase,
                                    vcpu_pin_set='0-3')
 
         in_drop_mode = self.manage('heal', 'isolate', '--dry-run',
-                                   '--format', 'json')
-        result = self.manage('heal', 'isolate', '--format', 'json',
+                                   '--include-legacy', '--format', 'json')
+        result = self.manage('heal', 'isolate', '--include-legacy',
+                             '--format', 'json',
                              extra_conf=self.FORBID_TRAIT)
 
         self.assertIn('no eligible destination',
@@ -541,3 +591,72 @@ class HealIsolateForbidTraitTest(operator_commands.OperatorCommandTestBase,
         self.assertEqual(1, self.usages(no_ht_rp)['VCPU'])
         self.assertEqual('compute2', self.admin_api.get_server(
             server['id'])['OS-EXT-SRV-ATTR:host'])
+
+
+class HealLegacyIsolationTest(operator_commands.OperatorCommandTestBase,
+                              integrated_helpers.InstanceHelperMixin):
+    """Legacy isolation and the bug's victim, told apart.
+
+    ``legacy`` pins from ``vcpu_pin_set``: Nova pins an isolate server
+    there on one thread per core and reserves the siblings. ``compute1``
+    reports PCPU, so an isolate server on its VCPU is the bug's. Each host
+    is started, and its server booted, while the process-wide CPU options
+    are its own.
+    """
+
+    extension = False
+    CAST_AS_CALL = False
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(LiveMigrationOverFakeLibvirt(self.computes))
+        self.start_host('legacy', HYPERTHREADED, vcpu_pin_set='0-3')
+        self.legacy = self.boot(ISOLATE)
+        # Disabled, so that the victim lands on compute1.
+        self.disable_service('legacy')
+        self.start_hyperthreaded_host()
+        self.victim = self.boot(ISOLATE)
+        self.extension = True
+        self.scheduler.stop()
+        self.scheduler = self._setup_scheduler_service()
+        self.no_ht_rp = self.start_host(
+            'compute2', dict(NO_HYPERTHREADS, cpu_cores=8), dedicated='0-3',
+            shared='4-7')
+
+    def heal(self, *args):
+        result = self.manage('heal', 'isolate', '--format', 'json', *args)
+        self.assertTrue(result.stdout, result.stderr)
+        return result.returncode, [(m['server'], m['from_host'],
+                                    m['result'])
+                                   for m in json.loads(result.stdout)]
+
+    def host(self, server):
+        return self.admin_api.get_server(server['id'])['OS-EXT-SRV-ATTR:host']
+
+    def test_heal_moves_the_victim_and_leaves_legacy_isolation(self):
+        skipped = (self.legacy['id'], 'legacy', 'skipped: isolated as Nova '
+                   'means it on a vcpu_pin_set host (one thread per core, '
+                   'siblings reserved); --include-legacy moves it')
+
+        dry_run = self.heal('--dry-run')
+        healed = self.heal()
+        again = self.heal()
+        included = self.heal('--dry-run', '--include-legacy')
+
+        self.assertEqual((1, [
+            (self.victim['id'], 'compute1',
+             'dry run: would live-migrate (room on compute2)'), skipped]),
+            dry_run)
+        self.assertEqual(
+            (0, [(self.victim['id'], 'compute1', 'healed'), skipped]),
+            healed)
+        self.assertEqual((0, [skipped]), again)
+        self.assertEqual((1, [(self.legacy['id'], 'legacy', 'dry run: would '
+                               'live-migrate (room on compute2)')]), included)
+        self.assertEqual('compute2', self.host(self.victim))
+        self.assertEqual('legacy', self.host(self.legacy))
+        self.assertEqual({'PCPU': 1}, self.cpu_usages(self.no_ht_rp))
+
+    def cpu_usages(self, rp_uuid):
+        return {rc: used for rc, used in self.usages(rp_uuid).items()
+                if 'CPU' in rc}

@@ -104,20 +104,49 @@ class ServiceErrorTest(base.TestCase):
 
     def test_candidate(self):
         self.requests.get(ENDPOINT + '/allocation_candidates', json={
-            'allocation_requests': [{'allocations': {'rp-1': {}}}],
-            'provider_summaries': {}})
+            'allocation_requests': [{'allocations': {
+                'rp-1': {'resources': {'MEMORY_MB': 512, 'PCPU': 2}}}}],
+            'provider_summaries': {'rp-1': {'root_provider_uuid': 'rp-1'}}})
         self.requests.get(ENDPOINT + '/resource_providers/rp-1',
                           json={'uuid': 'rp-1', 'name': 'node1'})
         self.assertEqual('node1', self.placement.candidate(
-            {'PCPU': 2, 'MEMORY_MB': 512}, ('!HW_CPU_X', '!DISABLED')))
-        self.assertEqual('/allocation_candidates?limit=1&required=!HW_CPU_X,'
-                         '!DISABLED&resources=MEMORY_MB:512,PCPU:2',
+            [{'PCPU': 2, 'MEMORY_MB': 512}], ('!HW_CPU_X', '!DISABLED')))
+        self.assertEqual('/allocation_candidates?limit=1&resources=MEMORY_MB:'
+                         '512,PCPU:2&root_required=!HW_CPU_X,!DISABLED',
                          self.requests.request_history[0].path_url)
+        self.assertEqual('placement 1.36', self.requests.request_history[
+            0].headers['OpenStack-API-Version'])
+
+    def test_candidate_of_nested_and_sharing_providers(self):
+        """The compute node is named, not a child or a sharing provider."""
+        self.requests.get(ENDPOINT + '/allocation_candidates', json={
+            'allocation_requests': [{'allocations': {
+                'gpu': {'resources': {'VGPU': 1}},
+                'nfs': {'resources': {'DISK_GB': 10}},
+                'nic': {'resources': {'NET_BW_EGR_KILOBIT_PER_SEC': 10}},
+                'node': {'resources': {'PCPU': 1}}}}],
+            'provider_summaries': {
+                'gpu': {'root_provider_uuid': 'node'},
+                'nfs': {'root_provider_uuid': 'nfs'},
+                'nic': {'root_provider_uuid': 'node'},
+                'node': {'root_provider_uuid': 'node'}}})
+        self.requests.get(ENDPOINT + '/resource_providers/node',
+                          json={'uuid': 'node', 'name': 'node1'})
+
+        self.assertEqual('node1', self.placement.candidate(
+            [{'PCPU': 1, 'DISK_GB': 10}, {'VGPU': 1},
+             {'NET_BW_EGR_KILOBIT_PER_SEC': 10}], ('!HW_CPU_X',)))
+        self.assertEqual(
+            '/allocation_candidates?group_policy=none&limit=1&'
+            'resources=DISK_GB:10,PCPU:1&resources1=VGPU:1&'
+            'resources2=NET_BW_EGR_KILOBIT_PER_SEC:10&'
+            'root_required=!HW_CPU_X',
+            self.requests.request_history[0].path_url)
 
     def test_no_candidate(self):
         self.requests.get(ENDPOINT + '/allocation_candidates', json={
             'allocation_requests': [], 'provider_summaries': {}})
-        self.assertIsNone(self.placement.candidate({'PCPU': 2}, ()))
+        self.assertIsNone(self.placement.candidate([{'PCPU': 2}], ()))
 
     def test_generation_conflict_is_reported_to_retry(self):
         self.requests.put(

@@ -105,7 +105,7 @@ class HealerTest(base.TestCase):
         for uuid, server in compute.servers.items():
             found = audit.IsolateServer(
                 dict(server), {'uuid': 'ht', 'name': 'ht'}, 'flavor',
-                {'VCPU': 1}, legacy=False, dedicated=True)
+                {'ht': {'VCPU': 1}}, legacy=False, dedicated=True)
             moves.append(heal.Move(
                 uuid, 'ht', server['status'], 'VCPU:1', found=found,
                 how=heal.how_to_move(server['status'], cold),
@@ -193,6 +193,70 @@ class HealerTest(base.TestCase):
             'skipped: resized since the run started',
             'skipped: locked'], [m.result for m in moves])
         self.assertEqual([], compute.actions)
+
+
+class PlanTest(base.TestCase):
+
+    def scan(self, *legacy):
+        """A scan of servers ``0``, ``1``... each legacy or not."""
+        return audit.IsolateScan([audit.IsolateServer(
+            {'id': str(number), 'status': 'ACTIVE',
+             'OS-EXT-SRV-ATTR:host': 'ht%d' % number},
+            {'uuid': 'ht%d' % number}, 'flavor',
+            {'ht%d' % number: {'VCPU': 1}}, legacy=is_legacy,
+            dedicated=True) for number, is_legacy in enumerate(legacy)], {})
+
+    def plan(self, scan, **kwargs):
+        placement = FakePlacement(None)
+        placement.candidate = lambda groups, root_required: 'no-ht'
+        return [(m.server, m.result, m.wanted)
+                for m in heal.plan(scan, placement, **kwargs)]
+
+    def test_legacy_isolation_is_left_alone(self):
+        self.assertEqual(
+            [('1', 'planned', True), ('0', heal.LEGACY, False)],
+            self.plan(self.scan(True, False)))
+
+    def test_legacy_isolation_included_comes_last(self):
+        self.assertEqual(
+            [('1', 'planned', True), ('0', 'planned', True)],
+            self.plan(self.scan(True, False), include_legacy=True))
+
+    def test_unsure_comes_before_legacy(self):
+        scan = self.scan(True)
+        scan.found[0].unsure = 'image changed'
+        self.assertEqual([('0', 'skipped: unsure: image changed', True)],
+                         self.plan(scan))
+
+    def test_nested_groups_without_room(self):
+        scan = self.scan(False)
+        scan.found[0].allocations['gpu'] = {'VGPU': 1}
+        scan.found[0].nested = frozenset(['gpu'])
+        placement = FakePlacement(None)
+        placement.candidate = lambda groups, root_required: None
+
+        move, = heal.plan(scan, placement)
+
+        self.assertEqual('no eligible destination: no enabled host without '
+                         'hyperthreads has room for PCPU:1; VGPU:1 of a '
+                         'nested provider', move.result)
+
+
+class HelpTest(base.TestCase):
+
+    def test_include_legacy_says_what_it_moves(self):
+        parser = argparse.ArgumentParser(prog='manage')
+        manage._add_commands(parser.add_subparsers())
+        out = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out.stream))
+
+        self.assertRaises(SystemExit, parser.parse_args,
+                          ['heal', 'isolate', '--help'])
+
+        text = ' '.join(out.getDetails()['stdout'].as_text().split())
+        self.assertIn('--include-legacy Also move isolate servers of '
+                      'hyperthreaded hosts without PCPU inventory '
+                      '(vcpu_pin_set)', text)
 
 
 @ddt.ddt
