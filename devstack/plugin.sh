@@ -4,6 +4,8 @@
 # nova-pcpu-ext-compute and tells tempest what to expect.
 
 NOVA_PCPU_EXT_ACTIVATE=nova_pcpu_ext.scheduler.activate
+# Removed again by clean, with the deprecated placement_managed_ratios that
+# older versions of this plugin wrote.
 NOVA_PCPU_EXT_OPTIONS="request_filters resource_tracker_mixins report_client
 isolate_fallback_mode placement_managed_ratios provider_lock_warn_seconds"
 
@@ -20,8 +22,6 @@ function configure_nova_pcpu_ext_options {
     iniset "$conf" pcpu_ext report_client "$NOVA_PCPU_EXT_REPORT_CLIENT"
     iniset "$conf" pcpu_ext isolate_fallback_mode \
         "$NOVA_PCPU_EXT_ISOLATE_FALLBACK_MODE"
-    iniset "$conf" pcpu_ext placement_managed_ratios \
-        "$NOVA_PCPU_EXT_PLACEMENT_MANAGED_RATIOS"
     iniset "$conf" pcpu_ext provider_lock_warn_seconds \
         "$NOVA_PCPU_EXT_PROVIDER_LOCK_WARN_SECONDS"
 }

@@ -13,10 +13,12 @@
 """Resource tracker mixin ``allocation_ratios`` (Nova bug 1789654).
 
 One rule decides the allocation ratio of ``VCPU``, ``MEMORY_MB`` and
-``DISK_GB`` (see :func:`effective_ratio`), and it is applied to the
-placement inventory and to the ComputeNode on every resource update, so
-``0.0``, unset or stale ratios never reach either and the two never drift.
-``PCPU`` always gets 1.0.
+``DISK_GB`` (see :func:`effective_ratio`): Nova's own precedence, except
+that a value that is not a positive finite number is passed over. It is
+applied to the placement inventory and to the ComputeNode on every resource
+update, so ``0.0``, unset or non-finite ratios never reach either, the two
+never drift, and a usable ratio placement holds is kept. ``PCPU`` always
+gets 1.0.
 """
 
 import math
@@ -55,10 +57,15 @@ def is_usable(ratio):
 def effective_ratio(configured, initial, default, held=None):
     """The allocation ratio to report.
 
+    Nova's precedence (``ComputeDriver._get_allocation_ratios``): the
+    configured ratio, else the ratio placement holds, else, for inventory
+    placement does not have yet, the initial ratio. Each value that is not
+    a positive finite number is passed over, down to the built-in default.
+
     :param configured: ``[DEFAULT] <stem>_allocation_ratio``.
     :param initial: ``[DEFAULT] initial_<stem>_allocation_ratio``.
     :param default: the built-in default.
-    :param held: the ratio placement holds, when ratios are managed there.
+    :param held: the ratio placement holds, None for new inventory.
     :returns: the first of configured, held and initial that is a positive
         finite number, else the default.
     """
@@ -72,10 +79,10 @@ def configured_ratios(conf, held=None):
     """``{resource class: ratio}`` of :data:`RATIOS` by the rule.
 
     :param conf: Nova's configuration.
-    :param held: ``{resource class: ratio}`` placement holds; used only with
-        ``[pcpu_ext] placement_managed_ratios``.
+    :param held: ``{resource class: ratio}`` placement holds; a resource
+        class missing from it is new inventory.
     """
-    held = (held or {}) if conf.pcpu_ext.placement_managed_ratios else {}
+    held = held or {}
     return {rc: effective_ratio(
                 getattr(conf, '%s_allocation_ratio' % stem),
                 getattr(conf, 'initial_%s_allocation_ratio' % stem),
@@ -106,6 +113,12 @@ def validate_ratio_options(conf):
 def _ratios_held(provider_tree, nodename):
     return {rc: inv.get('allocation_ratio') for rc, inv in
             provider_tree.data(nodename).inventory.items()}
+
+
+def _compute_node_ratios(compute_node):
+    return {rc: getattr(compute_node, '%s_allocation_ratio' % stem)
+            for rc, stem, _default in RATIOS
+            if compute_node.obj_attr_is_set('%s_allocation_ratio' % stem)}
 
 
 class _RatioEnforcingDriver(object):
@@ -155,8 +168,12 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
         validate_ratio_options(config)
         for option in RATIO_OPTIONS:
             if getattr(config, option) == 0.0:
-                LOG.warning('[DEFAULT] %s = 0.0 means unset: the default '
-                            'applies.', option)
+                LOG.warning('[DEFAULT] %s = 0.0 means unset: the next ratio '
+                            'of Nova\'s precedence applies, down to the '
+                            'default.', option)
+        if pcpu_ext_conf.is_set(config, 'pcpu_ext',
+                                'placement_managed_ratios'):
+            LOG.warning('%s', pcpu_ext_conf.PLACEMENT_MANAGED_RATIOS_GONE)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -185,9 +202,15 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
 
     def _copy_resources(self, compute_node, resources, *args, **kwargs):
         super()._copy_resources(compute_node, resources, *args, **kwargs)
+        # NOTE: before this process has sent the node's ratios to
+        # placement, the ComputeNode's own ratios stand for what placement
+        # holds: a restart must not lower a ratio the node had, even for
+        # the moment until the update to placement.
         nodename = resources['hypervisor_hostname']
-        self._set_compute_node_ratios(compute_node, configured_ratios(
-            CONF, self._placement_ratios.get(nodename)))
+        held = (self._placement_ratios.get(nodename) or
+                _compute_node_ratios(compute_node))
+        self._set_compute_node_ratios(compute_node,
+                                      configured_ratios(CONF, held))
 
     def _update_to_placement(self, context, compute_node, *args, **kwargs):
         super()._update_to_placement(context, compute_node, *args, **kwargs)

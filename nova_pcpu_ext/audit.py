@@ -18,7 +18,8 @@
   its generation, so a concurrent writer's change is never overwritten.
 * Ratios the ``allocation_ratios`` rule will change once it is enabled.
 * Isolate servers (bug 1889633): servers that must not share a core with
-  another thread but consume ``VCPU`` on a hyperthreaded host.
+  another thread but consume ``VCPU`` on a hyperthreaded host, told apart
+  from those Nova isolated the legacy way on ``vcpu_pin_set`` hosts.
 """
 
 import concurrent.futures
@@ -28,6 +29,7 @@ import os_resource_classes as orc
 import os_traits
 
 from nova_pcpu_ext import allocation_ratios
+from nova_pcpu_ext import clients
 from nova_pcpu_ext import exception
 
 FAILURE = 'failure'
@@ -182,12 +184,18 @@ def _ratio_finding(provider, rc, bad_ratio, ratios, fixed, now):
 def ratio_changes(placement, conf):
     """Findings for usable ratios the ``allocation_ratios`` rule changes.
 
-    What the rule would write for this nova.conf, provider by provider;
-    unusable ratios are :func:`audit_inventories`' findings.
+    What a compute with this nova.conf would write, provider by provider:
+    the rule applies to compute node providers, the roots of their trees,
+    and changes a usable ratio only where ``[DEFAULT] *_allocation_ratio``
+    is set to another value (as Nova does). Unusable ratios are
+    :func:`audit_inventories`' findings.
     """
     allocation_ratios.validate_ratio_options(conf)
     findings = []
     for provider in placement.providers():
+        if provider.get('root_provider_uuid', provider['uuid']) != (
+                provider['uuid']):
+            continue
         _generation, inventories = placement.inventories(provider['uuid'])
         held = {rc: inventory.get('allocation_ratio', 1.0)
                 for rc, inventory in inventories.items()}
@@ -199,8 +207,9 @@ def ratio_changes(placement, conf):
                     'ratio', WARNING, provider['name'], provider['uuid'],
                     '%s allocation_ratio %s becomes %s' % (
                         rc, held[rc], wanted[rc]),
-                    'to keep %s, set [DEFAULT] %s_allocation_ratio = %s on '
-                    'its compute' % (held[rc], STEMS[rc], held[rc])))
+                    '[DEFAULT] %s_allocation_ratio = %s overrides the ratio '
+                    'placement holds, as in Nova; unset it on that compute '
+                    'to keep %s' % (STEMS[rc], wanted[rc], held[rc])))
     return findings
 
 
@@ -214,18 +223,28 @@ class IsolateServer:
     #: Why its request forbids hyperthreads, such as ``flavor
     #: hw:cpu_thread_policy=isolate``; '' when only unsure.
     reason: str
-    #: ``{resource class: amount}`` it holds, on every provider.
-    held: dict
-    #: The host has no PCPU inventory: it pins from ``vcpu_pin_set``.
+    #: ``{provider UUID: {resource class: amount}}`` it holds.
+    allocations: dict
+    #: Isolated as Nova means it: its thread policy is ``isolate`` and its
+    #: host reports no PCPU, so it pins from ``vcpu_pin_set`` and Nova
+    #: pinned one thread per core and reserved the siblings.
     legacy: bool
     #: Its CPU policy is ``dedicated``: Nova asks for its CPUs as PCPU.
     dedicated: bool
     #: Why ``reason`` may not be what Nova scheduled it with, or ''.
     unsure: str = ''
+    #: The providers of its compute node's tree, other than the node, it
+    #: holds resources of: VGPU, PCI devices, port bandwidth.
+    nested: frozenset = frozenset()
 
     @property
     def host(self):
         return self.server.get('OS-EXT-SRV-ATTR:host')
+
+    @property
+    def held(self):
+        """``{resource class: amount}`` it holds, on every provider."""
+        return clients.summed(self.allocations)
 
 
 @dataclasses.dataclass
@@ -343,12 +362,22 @@ def _scan_provider(placement, compute, hosts, provider):
     if not found:
         return [], unseen
     _generation, inventories = placement.inventories(provider['uuid'])
-    return [IsolateServer(
-        server, provider, reason,
-        held=placement.consumer_resources(server['id']),
-        legacy=orc.PCPU not in inventories,
-        dedicated=_dedicated(server, compute), unsure=unsure)
-        for server, reason, unsure in found], unseen
+    tree = None  # read once, for the first server holding other providers
+    isolate_servers = []
+    for server, reason, unsure in found:
+        allocations = placement.consumer_allocations(server['id'])
+        if tree is None and set(allocations) - {provider['uuid']}:
+            tree = {rp['uuid'] for rp in
+                    placement.providers(in_tree=provider['uuid'])}
+        isolate_servers.append(IsolateServer(
+            server, provider, reason, allocations,
+            legacy=(orc.PCPU not in inventories and _cpu_policy(
+                server, compute, 'cpu_thread_policy') == 'isolate'),
+            dedicated=_cpu_policy(server, compute,
+                                  'cpu_policy') == 'dedicated',
+            unsure=unsure, nested=frozenset(
+                (set(allocations) - {provider['uuid']}) & (tree or set()))))
+    return isolate_servers, unseen
 
 
 def _image(server, compute):
@@ -356,30 +385,37 @@ def _image(server, compute):
     return server.get('image') and compute.image(server['image']['id'])
 
 
-def _dedicated(server, compute):
+def _cpu_policy(server, compute, name):
+    """The server's ``cpu_policy`` or ``cpu_thread_policy``, as Nova's."""
     image = _image(server, compute)
     return _policy(server['flavor']['extra_specs'],
-                   image['metadata'] if image else {},
-                   'cpu_policy') == 'dedicated'
+                   image['metadata'] if image else {}, name)
 
 
 def destination_requests(found, forbid_trait=False):
-    """The resources a move of ``found`` asks placement for, one per query.
+    """The request groups of a move of ``found``, one list per query.
 
-    What it holds now; a ``dedicated`` server asks for its CPUs as PCPU
-    and, in ``forbid_trait`` mode, also as VCPU of a host without PCPU.
+    Rebuilt from what it holds now, as Nova's granular request groups
+    were met: the unnumbered group first, with what it holds of its
+    compute node and of sharing providers, then one group per nested
+    provider. A ``dedicated`` server asks for its CPUs as PCPU and, in
+    ``forbid_trait`` mode, also as VCPU of a host without PCPU.
     """
-    held = dict(found.held)
+    unnumbered = clients.summed({
+        rp: resources for rp, resources in found.allocations.items()
+        if rp not in found.nested})
+    nested = [found.allocations[rp] for rp in sorted(found.nested)]
     if not found.dedicated:
-        return [held]
-    cpus = held.pop(orc.VCPU, 0) + held.pop(orc.PCPU, 0)
-    requests = [dict(held, **{orc.PCPU: cpus})]
+        return [[unnumbered] + nested]
+    cpus = unnumbered.pop(orc.VCPU, 0) + unnumbered.pop(orc.PCPU, 0)
+    requests = [[dict(unnumbered, **{orc.PCPU: cpus})] + nested]
     if forbid_trait:
-        requests.append(dict(held, **{orc.VCPU: cpus}))
+        requests.append([dict(unnumbered, **{orc.VCPU: cpus})] + nested)
     return requests
 
 
-#: Traits of every eligible destination: no hyperthreads, not disabled.
+#: Traits of the compute node of every eligible destination: no
+#: hyperthreads, not disabled.
 DESTINATION_TRAITS = ('!' + HYPERTHREADING,
                       '!' + os_traits.COMPUTE_STATUS_DISABLED)
 
@@ -387,10 +423,10 @@ DESTINATION_TRAITS = ('!' + HYPERTHREADING,
 def destination(placement, found, forbid_trait=False):
     """An enabled host without hyperthreads with room for it now, or None.
 
-    The name of its resource provider (a compute node's is the node's).
+    The name of its compute node's resource provider.
     """
-    for resources in destination_requests(found, forbid_trait):
-        name = placement.candidate(resources, DESTINATION_TRAITS)
+    for groups in destination_requests(found, forbid_trait):
+        name = placement.candidate(groups, DESTINATION_TRAITS)
         if name is not None:
             return name
     return None

@@ -104,9 +104,10 @@ Related options:
         min=0.0,
         help="""
 Seconds a compute status change (enabling or disabling the compute service)
-waits for the lock of its provider tree before it updates the
-``COMPUTE_STATUS_DISABLED`` trait without the lock. ``0`` means wait as long
-as it takes.
+waits for the locks of its nodes' provider trees, counted from its start for
+all the nodes together, before it updates the ``COMPUTE_STATUS_DISABLED``
+trait of each node whose tree is still held without the lock. ``0`` means
+wait as long as it takes.
 
 The ``serialized`` report client runs the resource tracker's whole periodic
 update under the tree lock, including its call to nova-conductor for the
@@ -172,35 +173,32 @@ Related options:
 ]
 
 
+PLACEMENT_MANAGED_RATIOS_GONE = (
+    '[pcpu_ext] placement_managed_ratios is deprecated and has no effect: '
+    'a usable ratio placement holds is always kept unless [DEFAULT] '
+    '<cpu|ram|disk>_allocation_ratio is set, as in Nova. Remove the option.')
+
 allocation_ratio_opts = [
     cfg.BoolOpt(
         'placement_managed_ratios',
         default=False,
+        deprecated_for_removal=True,
+        deprecated_reason=PLACEMENT_MANAGED_RATIOS_GONE,
         help="""
-Whether allocation ratios are managed in placement for ratios left unset.
+Has no effect.
 
-With the ``allocation_ratios`` resource tracker mixin, the allocation ratio
-of ``VCPU``, ``MEMORY_MB`` and ``DISK_GB`` is, on every resource update:
-
-#. ``[DEFAULT] <cpu|ram|disk>_allocation_ratio`` if it is positive;
-#. otherwise, when this option is on, the ratio placement already holds,
-   if positive, so that ratios set through the placement API survive and
-   reach the ComputeNode;
-#. otherwise ``[DEFAULT] initial_<cpu|ram|disk>_allocation_ratio`` if
-   positive;
-#. otherwise 4.0 for ``VCPU`` and 1.0 for ``MEMORY_MB`` and ``DISK_GB``.
-
-``0.0`` means unset. With this option off, unsetting a ratio goes back to
-the default, and a ratio set through the placement API is overwritten on
-the next update. ``PCPU`` always has the ratio 1.0.
-
-Changing this option takes effect when the service restarts.
+With the ``allocation_ratios`` resource tracker mixin the allocation ratio
+of ``VCPU``, ``MEMORY_MB`` and ``DISK_GB`` follows Nova's own precedence,
+whatever this option says: ``[DEFAULT] <cpu|ram|disk>_allocation_ratio`` if
+set, else the ratio placement holds (including one set through the
+placement API), else, for new inventory, ``initial_*``; a value that is not
+a positive finite number is passed over, down to the built-in default
+(4.0 for ``VCPU``, 1.0 otherwise).
 
 Related options:
 
 * ``[DEFAULT] cpu_allocation_ratio``, ``ram_allocation_ratio``,
   ``disk_allocation_ratio`` and their ``initial_*`` forms.
-* ``resource_tracker_mixins`` must contain ``allocation_ratios``.
 """),
 ]
 
@@ -226,6 +224,13 @@ def validate(conf):
         except ValueError as error:
             raise exception.InvalidConfig(
                 invalid_value(conf, GROUP.name, opt.name, error))
+
+
+def is_set(conf, group, name):
+    """Whether the operator set an option (file, environment, command)."""
+    location = conf.get_location(name, None if group == 'DEFAULT' else group)
+    # NOTE: None before the configuration is parsed.
+    return location is not None and location.location.is_user_controlled
 
 
 def invalid_value(conf, group, name, error):

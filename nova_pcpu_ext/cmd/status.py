@@ -34,6 +34,7 @@ from nova_pcpu_ext import audit
 from nova_pcpu_ext import clients
 from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext import compute
+from nova_pcpu_ext import conf as pcpu_ext_conf
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import scheduler
 
@@ -106,25 +107,41 @@ def _scheduler_command_runs():
     return False
 
 
-def config_problem():
-    """The worst problem of nova.conf and the installed Nova, or None."""
+def config_problems():
+    """``[(severity, message)]``: the problems of nova.conf and Nova.
+
+    Each is found whatever the others are, so one bad value does not hide
+    another.
+    """
+    failures = []
+    for check in (allocation_ratios.validate_ratio_options,
+                  lambda _conf: compute.check_plugins()):
+        try:
+            check(CONF)
+        except exception.PcpuExtError as error:
+            failures.append(str(error))
     try:
-        allocation_ratios.validate_ratio_options(CONF)
         request_filters = scheduler.check_plugins()
-        compute.check_plugins()
     except exception.PcpuExtError as error:
-        return audit.FAILURE, str(error)
+        failures.append(str(error))
+        request_filters = None
+    # NOTE: a bad ratio is both a compute plugin's and Nova's problem.
+    problems = [(audit.FAILURE, message) for message in
+                dict.fromkeys(failures)]
     if (request_filters and ACTIVATE_SCHEDULER not in
             CONF.filter_scheduler.available_filters and
             not _scheduler_command_runs()):
-        return (audit.WARNING,
-                '[pcpu_ext] request_filters are set but [filter_scheduler] '
-                'available_filters lacks %s and no scheduler on this host '
-                'runs %s: add the entry on scheduler hosts, or run the '
-                'scheduler as %s, or the request filters never run.' % (
-                    ACTIVATE_SCHEDULER, SCHEDULER_ENTRY_POINT,
-                    SCHEDULER_COMMAND))
-    return None
+        problems.append((
+            audit.WARNING,
+            '[pcpu_ext] request_filters are set but [filter_scheduler] '
+            'available_filters lacks %s and no scheduler on this host runs '
+            '%s: add the entry on scheduler hosts, or run the scheduler as '
+            '%s, or the request filters never run.' % (
+                ACTIVATE_SCHEDULER, SCHEDULER_ENTRY_POINT, SCHEDULER_COMMAND)))
+    if pcpu_ext_conf.is_set(CONF, 'pcpu_ext', 'placement_managed_ratios'):
+        problems.append((audit.WARNING,
+                         pcpu_ext_conf.PLACEMENT_MANAGED_RATIOS_GONE))
+    return problems
 
 
 def _summary(findings, what, advice):
@@ -197,15 +214,25 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _service_check(self, check):
         # The clients, and a failure to use them, are shared by the checks:
-        # a placement that timed out once is not waited for again.
+        # a placement that timed out once is not waited for again. Any
+        # other error is this check's alone.
         if self._failure is None:
             try:
                 self._services = self._services or clients.connect(
                     CONF, read_only=True)
-                return check(*self._services)
             except exception.PcpuExtError as error:
                 self._failure = str(error)
-        return upgradecheck.Result(upgradecheck.Code.FAILURE, self._failure)
+        if self._failure is not None:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE,
+                                       self._failure)
+        try:
+            return check(*self._services)
+        except exception.ServiceError as error:
+            self._failure = str(error)
+            return upgradecheck.Result(upgradecheck.Code.FAILURE,
+                                       self._failure)
+        except exception.PcpuExtError as error:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE, str(error))
 
     def _scan(self, placement, compute_api):
         if self._isolate_scan is None:
@@ -234,11 +261,12 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         return self._service_check(check)
 
     def _check_config(self):
-        problem = config_problem()
-        if problem is None:
+        problems = config_problems()
+        if not problems:
             return upgradecheck.Result(upgradecheck.Code.SUCCESS)
-        severity, message = problem
-        return upgradecheck.Result(CODES[severity], message)
+        return upgradecheck.Result(
+            max(CODES[severity] for severity, _message in problems),
+            ' '.join(message for _severity, message in problems))
 
     def _check_bad_ratios(self):
         return self._service_check(lambda placement, _compute: _summary(
@@ -250,8 +278,9 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         return self._service_check(lambda placement, _compute: _summary(
             audit.ratio_changes(placement, CONF),
             'Allocation ratios the allocation_ratios rule of this nova.conf '
-            'changes', 'Check the ratio options of the computes before '
-            'enabling the allocation_ratios plugin.'))
+            'changes', 'A ratio set in nova.conf overrides the one placement '
+            'holds, with or without the plugin: unset it on the computes '
+            'whose ratio must stay.'))
 
     def _check_isolate_on_ht(self):
         return self._isolate_check(
@@ -265,15 +294,21 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _check_isolate_stuck(self):
         def judge(placement, found):
-            with_room = sum(audit.destination(placement, f, _forbid_trait())
+            forbid_trait = _forbid_trait()
+            with_room = sum(audit.destination(placement, f, forbid_trait)
                             is not None for f in found)
             return upgradecheck.Result(upgradecheck.Code.WARNING, (
-                '%d servers that forbid hyperthreads run on hyperthreaded '
-                'hosts configured with vcpu_pin_set: %s. With the '
-                'isolate_vcpu_fallback request filter they can move '
-                '(migrate, resize, evacuate) only to enabled hosts without '
-                'hyperthreads; %d of them have room on one now.' % (
-                    len(found), _server_list(found), with_room)))
+                '%d isolate servers run on hyperthreaded hosts configured '
+                'with vcpu_pin_set (no PCPU inventory): %s. Nova pinned each '
+                'on one thread per core and reserved the siblings: they are '
+                'isolated, not bug 1889633, and %s heal isolate moves them '
+                'only with --include-legacy. With the isolate_vcpu_fallback '
+                'request filter in %s mode they can move (migrate, resize, '
+                'evacuate, unshelve) only to enabled hosts without '
+                'hyperthreads%s; %d of them have room on one now.' % (
+                    len(found), _server_list(found), MANAGE,
+                    'forbid_trait' if forbid_trait else 'drop',
+                    '' if forbid_trait else ' that report PCPU', with_room)))
         return self._isolate_check(True, judge)
 
     _upgrade_checks = (

@@ -56,20 +56,27 @@ class _Scenario(base.ExtensionTestBase):
             time.sleep(0.1)
         return server
 
-    def ratios(self, rp_uuid):
+    def start(self):
+        return self.start_host('compute1', base.HYPERTHREADED,
+                               dedicated='0-1', shared='2-3')
+
+    def restart(self):
+        self.computes['compute1'] = self.restart_compute_service('compute1')
+
+    def record_ratios(self, rp_uuid):
+        """Record the VCPU ratio of placement and of the ComputeNode."""
         inventory = self._get_provider_inventory(rp_uuid)
         node = objects.ComputeNode.get_by_nodename(
             nova_context.get_admin_context(), 'compute1')
-        return inventory['VCPU']['allocation_ratio'], \
-            node.cpu_allocation_ratio
+        self.record(placement_vcpu_ratio=inventory['VCPU'][
+            'allocation_ratio'], compute_node_ratio=node.cpu_allocation_ratio)
 
 
 class IsolateOnHyperthreadedHost(_Scenario):
     title = 'isolate flavor, only host hyperthreaded (bug 1889633)'
 
     def test(self):
-        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
-                                  dedicated='0-1', shared='2-3')
+        rp_uuid = self.start()
         server = self.settle(base.ISOLATE)
         usages = self.usages(rp_uuid)
         self.record(
@@ -84,13 +91,36 @@ class UnsetRatio(_Scenario):
 
     def test(self):
         self.flags(cpu_allocation_ratio=2.0)
-        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
-                                  dedicated='0-1', shared='2-3')
+        rp_uuid = self.start()
         self.flags(cpu_allocation_ratio=None)
-        self.computes['compute1'] = self.restart_compute_service('compute1')
-        placement, node = self.ratios(rp_uuid)
-        self.record(placement_vcpu_ratio=placement,
-                    compute_node_ratio=node)
+        self.restart()
+        self.record_ratios(rp_uuid)
+
+
+class OldDefaultRatio(_Scenario):
+    title = 'node born under the defaults before 2023.1 (VCPU 16.0)'
+
+    def test(self):
+        # Nova's initial_cpu_allocation_ratio was 16.0 then; the nodes keep
+        # it with the options unset after an upgrade.
+        self.flags(initial_cpu_allocation_ratio=16.0)
+        rp_uuid = self.start()
+        self.flags(initial_cpu_allocation_ratio=None)
+        self.restart()
+        self.record_ratios(rp_uuid)
+
+
+class PlacementSetRatio(_Scenario):
+    title = 'VCPU ratio 8.0 set through the placement API'
+
+    def test(self):
+        rp_uuid = self.start()
+        url = '/resource_providers/%s/inventories' % rp_uuid
+        inventories = self.placement.get(url).body
+        inventories['inventories']['VCPU']['allocation_ratio'] = 8.0
+        self.placement.put(url, inventories, version='1.26')
+        self.restart()
+        self.record_ratios(rp_uuid)
 
 
 class InitialZeroRatio(_Scenario):
@@ -98,19 +128,15 @@ class InitialZeroRatio(_Scenario):
 
     def test(self):
         self.flags(initial_cpu_allocation_ratio=0.0)
-        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
-                                  dedicated='0-1', shared='2-3')
-        placement, node = self.ratios(rp_uuid)
-        self.record(placement_vcpu_ratio=placement,
-                    compute_node_ratio=node)
+        rp_uuid = self.start()
+        self.record_ratios(rp_uuid)
 
 
 class DisableDuringUpdate(_Scenario):
     title = 'host disabled during a periodic update (cache race)'
 
     def test(self):
-        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
-                                  dedicated='0-1', shared='2-3')
+        rp_uuid = self.start()
         self.race_disable_with_flush()
         after_race = self.disabled_trait(rp_uuid)
         # Nova re-syncs the trait from the service record on the next
@@ -133,6 +159,10 @@ SCENARIOS = [
     ]),
     (UnsetRatio, [('stock Nova', False, False),
                   ('nova-pcpu-ext', True, False)]),
+    (OldDefaultRatio, [('stock Nova', False, False),
+                       ('nova-pcpu-ext', True, False)]),
+    (PlacementSetRatio, [('stock Nova', False, False),
+                         ('nova-pcpu-ext', True, False)]),
     (InitialZeroRatio, [('stock Nova', False, False),
                         ('nova-pcpu-ext', True, False)]),
     (DisableDuringUpdate, [('stock Nova', False, False),
@@ -181,9 +211,10 @@ Reading it:
   host: one query, no reliance on the late check. Behaviour change: isolate
   instances on legacy hosts with hyperthreads can only move to hosts
   without hyperthreads.
-* ratios: stock Nova keeps a stale 2.0 in placement and puts 0.0 there;
-  nova-pcpu-ext writes the same sane ratio to placement and the
-  ComputeNode.
+* ratios: both keep what placement holds (an unset 2.0, an old 16.0, an
+  8.0 set through placement), as Nova's precedence says, but stock Nova's
+  ComputeNode can disagree with placement and it puts 0.0 there; nova-pcpu-ext
+  never writes 0.0 and the ComputeNode reports what placement holds.
 * cache race: stock Nova loses the disabled trait until its next periodic
   update re-syncs it (ComputeFilter refuses the disabled host meanwhile);
   nova-pcpu-ext keeps it."""

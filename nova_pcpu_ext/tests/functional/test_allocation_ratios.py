@@ -116,7 +116,7 @@ class AllocationRatiosTest(_RatiosTestBase):
         self.assertEqual({rc: DEFAULTS[rc] for rc in RC_FIELDS},
                          self.compute_node_ratios())
 
-    def test_explicit_ratio_then_unset_returns_to_default(self):
+    def test_explicit_ratio_then_unset_is_kept_in_both(self):
         self.flags(cpu_allocation_ratio=2.0, ram_allocation_ratio=1.5,
                    disk_allocation_ratio=3.0)
         rp_uuid = self.start()
@@ -127,11 +127,13 @@ class AllocationRatiosTest(_RatiosTestBase):
 
         self.flags(cpu_allocation_ratio=None, ram_allocation_ratio=None,
                    disk_allocation_ratio=None)
-        self._run_periodics()
+        self.restart()
 
-        self.assertEqual(DEFAULTS, self.placement_ratios(rp_uuid))
-        self.assertEqual({rc: DEFAULTS[rc] for rc in RC_FIELDS},
-                         self.compute_node_ratios())
+        # As in Nova, placement keeps what it holds; unlike stock Nova
+        # (StockNovaTest), the ComputeNode says the same.
+        self.assertEqual(dict(explicit, PCPU=1.0),
+                         self.placement_ratios(rp_uuid))
+        self.assertEqual(explicit, self.compute_node_ratios())
 
     def test_initial_ratios_used_when_unset(self):
         self.flags(initial_cpu_allocation_ratio=8.0)
@@ -152,8 +154,8 @@ class AllocationRatiosTest(_RatiosTestBase):
         self.assertEqual({rc: DEFAULTS[rc] for rc in RC_FIELDS},
                          self.compute_node_ratios())
 
-    def test_placement_managed_ratio_survives_and_reaches_compute_node(self):
-        self.flags(placement_managed_ratios=True, group='pcpu_ext')
+    def test_ratio_set_through_placement_survives_and_reaches_compute_node(
+            self):
         rp_uuid = self.start()
         self.set_ratio_in_placement_and_refresh(rp_uuid)
 
@@ -163,14 +165,61 @@ class AllocationRatiosTest(_RatiosTestBase):
         self.assertEqual(3.0, self.placement_ratios(rp_uuid)['VCPU'])
         self.assertEqual(3.0, self.compute_node_ratios()['VCPU'])
 
-    def test_placement_ratio_overridden_when_not_placement_managed(self):
+    def test_configured_ratio_wins_over_placement(self):
+        self.flags(cpu_allocation_ratio=2.0)
         rp_uuid = self.start()
         self.set_ratio_in_placement_and_refresh(rp_uuid)
 
         self._run_periodics()
 
-        self.assertEqual(4.0, self.placement_ratios(rp_uuid)['VCPU'])
-        self.assertEqual(4.0, self.compute_node_ratios()['VCPU'])
+        self.assertEqual(2.0, self.placement_ratios(rp_uuid)['VCPU'])
+        self.assertEqual(2.0, self.compute_node_ratios()['VCPU'])
+
+
+class SwitchOnInAnOldCloudTest(_RatiosTestBase):
+    """Stock Nova first, then the extension, on the same node."""
+
+    extension = False
+
+    def switch_on(self):
+        compute.activate_plugins()
+        self.restart()
+        self._run_periodics()
+
+    def test_ratios_born_under_the_defaults_before_2023_1_are_kept(self):
+        # Nova's initial_* defaults were 16.0 and 1.5 before 2023.1; clouds
+        # born then keep them with the options unset.
+        self.flags(initial_cpu_allocation_ratio=16.0,
+                   initial_ram_allocation_ratio=1.5)
+        rp_uuid = self.start()
+        self.flags(initial_cpu_allocation_ratio=None,
+                   initial_ram_allocation_ratio=None)
+
+        self.switch_on()
+
+        old = {'VCPU': 16.0, 'MEMORY_MB': 1.5, 'DISK_GB': 1.0}
+        self.assertEqual(dict(old, PCPU=1.0), self.placement_ratios(rp_uuid))
+        self.assertEqual(old, self.compute_node_ratios())
+
+    def test_a_ratio_set_through_placement_survives_switching_on(self):
+        rp_uuid = self.start()
+        self.set_placement_ratios(rp_uuid, {'VCPU': 8.0})
+
+        self.switch_on()
+        self._run_periodics()
+
+        self.assertEqual(8.0, self.placement_ratios(rp_uuid)['VCPU'])
+        self.assertEqual(8.0, self.compute_node_ratios()['VCPU'])
+
+    def test_a_zero_ratio_left_by_stock_is_repaired(self):
+        rp_uuid = self.start()
+        self.seed_zero_ratios(rp_uuid)
+
+        self.switch_on()
+
+        self.assertEqual(DEFAULTS, self.placement_ratios(rp_uuid))
+        self.assertEqual({rc: DEFAULTS[rc] for rc in RC_FIELDS},
+                         self.compute_node_ratios())
 
 
 class StartupErrorTest(base.ExtensionTestBase):

@@ -190,18 +190,23 @@ class ServiceStartTest(testscenarios.WithScenarios, _ScriptTestBase):
             self.assertEqual(1, log.count(line), log)
         self.assertIsNone(process.poll(), 'the service stopped')
 
-    def test_zero_ratio_warning_in_the_log_file(self):
+    def test_ratio_warnings_in_the_log_file(self):
         self.start_service('nova-pcpu-ext-compute', nova_conf=(
             '[DEFAULT]\nlog_file = %s\ntransport_url = fake:/\n'
             'compute_driver = fake.FakeDriver\n'
-            'cpu_allocation_ratio = 0.0\n' % self.log_file),
+            'cpu_allocation_ratio = 0.0\n'
+            '[pcpu_ext]\nplacement_managed_ratios = true\n' % self.log_file),
             eventlet=self.eventlet)
         log = self.read_log('SchedulerReportClient replaced')
 
-        self.assertEqual(1, log.count(
-            'WARNING nova_pcpu_ext.allocation_ratios [-] [DEFAULT] '
-            'cpu_allocation_ratio = 0.0 means unset: the default applies.'),
-            log)
+        for warning in (
+                "[DEFAULT] cpu_allocation_ratio = 0.0 means unset: the next "
+                "ratio of Nova's precedence applies, down to the default.",
+                '[pcpu_ext] placement_managed_ratios is deprecated and has '
+                'no effect'):
+            self.assertEqual(1, log.count(
+                'WARNING nova_pcpu_ext.allocation_ratios [-] ' + warning),
+                log)
 
     def _home_with_config_dirs(self, option, *programs):
         """A home whose ``~/.nova/<program>.conf.d`` set ``option``.

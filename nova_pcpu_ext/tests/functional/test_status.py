@@ -201,6 +201,7 @@ class PlacementChecksTest(testtools.TestCase):
                          checks['Allocation ratios to be changed'])
 
     def test_ratios_to_be_changed(self):
+        # Born under the defaults before 2023.1.
         self.placement.provider('compute1', {
             'VCPU': {'total': 8, 'allocation_ratio': 16.0},
             'MEMORY_MB': {'total': 4096, 'allocation_ratio': 1.5},
@@ -208,19 +209,47 @@ class PlacementChecksTest(testtools.TestCase):
 
         _code, configured = check(self.status, nova_conf=self.nova_conf(
             '[DEFAULT]\ncpu_allocation_ratio = 8.0\n'))
-        _code, defaults = check(self.status)
-        code, managed = check(self.status, nova_conf=self.nova_conf(
-            '[pcpu_ext]\nplacement_managed_ratios = true\n'))
+        code, defaults = check(self.status)
+        code_deprecated, deprecated = check(
+            self.status, nova_conf=self.nova_conf(
+                '[pcpu_ext]\nplacement_managed_ratios = true\n'))
 
         self.assertEqual(1, configured['Allocation ratios to be changed'][0])
-        self.assertIn('2 found, the worst on compute1',
+        self.assertIn('1 found, the worst on compute1',
                       configured['Allocation ratios to be changed'][1])
         self.assertIn('VCPU allocation_ratio 16.0 becomes 8.0',
                       configured['Allocation ratios to be changed'][1])
-        self.assertIn('2 found',
-                      defaults['Allocation ratios to be changed'][1])
         self.assertEqual((0, (0, None)), (
-            code, managed['Allocation ratios to be changed']))
+            code, defaults['Allocation ratios to be changed']))
+        self.assertEqual(1, code_deprecated)
+        self.assertEqual((0, None),
+                         deprecated['Allocation ratios to be changed'])
+        self.assertEqual(1, deprecated['Configuration'][0])
+        self.assertIn('[pcpu_ext] placement_managed_ratios is deprecated and '
+                      'has no effect', deprecated['Configuration'][1])
+
+    def test_a_bad_option_replaces_no_other_result(self):
+        self.placement.provider('compute1', {
+            'VCPU': {'total': 8, 'allocation_ratio': 4.0}})
+
+        code, checks = check(self.status, nova_conf=self.nova_conf(
+            '[DEFAULT]\ncpu_allocation_ratio = nan\n'
+            '[pcpu_ext]\nrequest_filters = isolate\n'))
+
+        self.assertEqual(2, code)
+        nan = '[DEFAULT] cpu_allocation_ratio = nan is not a finite number'
+        configuration = checks['Configuration']
+        self.assertEqual(2, configuration[0])
+        self.assertIn(nan, configuration[1])
+        self.assertIn('[pcpu_ext] request_filters: unknown plugin isolate',
+                      configuration[1])
+        self.assertEqual(1, configuration[1].count(nan))
+        for name in ('Placement allocation ratios',
+                     'Allocation ratios to be changed'):
+            self.assertEqual(2, checks[name][0])
+            self.assertIn(nan, checks[name][1])
+        for name in CHECKS[3:]:
+            self.assertEqual((0, None), checks[name])
 
     def test_stopped_placement(self):
         self.server.stop()
@@ -292,8 +321,8 @@ class PlacementChecksTest(testtools.TestCase):
 
 class _IsolateChecksBase(operator_commands.OperatorCommandTestBase):
 
-    def isolate_checks(self):
-        code, checks = check(self.status)
+    def isolate_checks(self, extra_conf=''):
+        code, checks = check(self.status, extra_conf=extra_conf)
         return code, {name: checks[name] for name in CHECKS[3:]}
 
 
@@ -369,6 +398,9 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         self.assertEqual(200, self.placement.put(
             url + 'traits', dict(traits, traits=list(names)),
             version='1.6').status)
+        if 'PCPU' not in self.placement.get(url + 'inventories').body[
+                'inventories']:
+            return  # a legacy host
         pcpu = self.placement.get(url + 'inventories/PCPU').body
         pcpu['reserved'] = pcpu['total'] if hide else 0
         # 1.26: reserved may equal total.
@@ -382,19 +414,53 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         code, without_destination = self.isolate_checks()
         self.start_host('compute2', NO_HYPERTHREADS, dedicated='0-3')
         _code, with_destination = self.isolate_checks()
+        _code, forbid_trait = self.isolate_checks(
+            '[pcpu_ext]\nisolate_fallback_mode = forbid_trait\n')
 
         self.assertEqual(1, code)
         self.assertEqual((0, None), without_destination[CHECKS[3]])
-        result, details = without_destination[CHECKS[4]]
-        self.assertEqual(1, result)
-        self.assertIn('1 servers that forbid hyperthreads run on '
-                      'hyperthreaded hosts configured with vcpu_pin_set: %s '
-                      'on legacy (flavor hw:cpu_thread_policy=isolate)' %
-                      server['id'], details)
-        self.assertTrue(details.endswith(
-            '0 of them have room on one now.'), details)
+        self.assertEqual((1, (
+            '1 isolate servers run on hyperthreaded hosts configured with '
+            'vcpu_pin_set (no PCPU inventory): %s on legacy (flavor '
+            'hw:cpu_thread_policy=isolate). Nova pinned each on one thread '
+            'per core and reserved the siblings: they are isolated, not bug '
+            '1889633, and nova-pcpu-ext-manage heal isolate moves them only '
+            'with --include-legacy. With the isolate_vcpu_fallback request '
+            'filter in drop mode they can move (migrate, resize, evacuate, '
+            'unshelve) only to enabled hosts without hyperthreads that '
+            'report PCPU; 0 of them have room on one now.' % server['id'])),
+            without_destination[CHECKS[4]])
         self.assertTrue(with_destination[CHECKS[4]][1].endswith(
-            '1 of them have room on one now.'))
+            'in drop mode they can move (migrate, resize, evacuate, '
+            'unshelve) only to enabled hosts without hyperthreads that '
+            'report PCPU; 1 of them have room on one now.'))
+        self.assertTrue(forbid_trait[CHECKS[4]][1].endswith(
+            'in forbid_trait mode they can move (migrate, resize, evacuate, '
+            'unshelve) only to enabled hosts without hyperthreads; 1 of '
+            'them have room on one now.'))
+
+    def test_forbidden_trait_on_a_legacy_host_is_not_isolated(self):
+        """Only the isolate thread policy pins one thread per core there.
+
+        A pinned server forbidding the trait without that policy shares
+        its cores: it is the failure, beside legacy isolation.
+        """
+        rp_uuid = self.start_host('legacy', HYPERTHREADED,
+                                  vcpu_pin_set='0-3')
+        isolated = self.boot(ISOLATE)
+        forbidding = self.boot_forbidding_hyperthreads(rp_uuid)
+
+        code, checks = self.isolate_checks()
+
+        self.assertEqual(2, code)
+        self.assertIn('1 servers that forbid hyperthreads run on '
+                      'hyperthreaded hosts (bug 1889633): %s on legacy '
+                      '(flavor trait:HW_CPU_HYPERTHREADING=forbidden)' %
+                      forbidding['id'], checks[CHECKS[3]][1])
+        self.assertIn('1 isolate servers run on hyperthreaded hosts '
+                      'configured with vcpu_pin_set (no PCPU inventory): %s '
+                      'on legacy (flavor hw:cpu_thread_policy=isolate).' %
+                      isolated['id'], checks[CHECKS[4]][1])
 
     def test_servers_of_a_down_cell_are_not_a_success(self):
         self.start_hyperthreaded_host()

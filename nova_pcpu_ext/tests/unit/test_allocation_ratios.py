@@ -35,7 +35,7 @@ class EffectiveRatioTest(base.TestCase):
         (0.0, 8.0, None, 8.0),   # 0.0 means unset
         (None, None, None, 4.0),  # nothing: built-in default
         (0.0, 0.0, None, 4.0),
-        (None, 0.0, 3.0, 3.0),   # placement-managed value
+        (None, 0.0, 3.0, 3.0),   # what placement holds
         (None, 8.0, 3.0, 3.0),   # held beats initial
         (None, 8.0, 0.0, 8.0),   # zero held is not kept
         (None, 8.0, NAN, 8.0),
@@ -70,10 +70,33 @@ class ValidateConfigTest(base.TestCase):
         allocation_ratios.AllocationRatiosMixin.validate_config(
             self.conf.conf)
         self.assertEqual(
-            '[DEFAULT] cpu_allocation_ratio = 0.0 means unset: the default '
-            'applies.\n'
-            '[DEFAULT] initial_ram_allocation_ratio = 0.0 means unset: the '
-            'default applies.\n', self.logger.output)
+            "[DEFAULT] cpu_allocation_ratio = 0.0 means unset: the next "
+            "ratio of Nova's precedence applies, down to the default.\n"
+            "[DEFAULT] initial_ram_allocation_ratio = 0.0 means unset: the "
+            "next ratio of Nova's precedence applies, down to the "
+            "default.\n", self.logger.output)
+
+    def test_the_deprecated_option_set_is_a_warning(self):
+        self.conf.load_raw_values(group='pcpu_ext',
+                                  placement_managed_ratios='false')
+        allocation_ratios.AllocationRatiosMixin.validate_config(
+            self.conf.conf)
+        self.assertIn('[pcpu_ext] placement_managed_ratios is deprecated '
+                      'and has no effect', self.logger.output)
+
+
+class ConfiguredRatiosTest(base.TestCase):
+
+    def test_held_ratios_are_kept_new_inventory_gets_initial(self):
+        # A node born when the initial defaults were 16.0 and 1.5; the
+        # deprecated option that used to decide this changes nothing.
+        self.flags(group='pcpu_ext', placement_managed_ratios=False)
+        self.flags(group=None, initial_disk_allocation_ratio=2.0)
+
+        self.assertEqual(
+            {'VCPU': 16.0, 'MEMORY_MB': 1.5, 'DISK_GB': 2.0},
+            allocation_ratios.configured_ratios(
+                self.conf.conf, {'VCPU': 16.0, 'MEMORY_MB': 1.5}))
 
 
 class RatioEnforcingDriverTest(base.TestCase):

@@ -178,19 +178,39 @@ class AuditInventoriesTest(base.TestCase):
 
 class RatioChangesTest(base.TestCase):
 
-    def test_usable_ratios_the_rule_changes(self):
+    HELD = {'VCPU': {'total': 8, 'allocation_ratio': 16.0},
+            'MEMORY_MB': {'total': 8, 'allocation_ratio': 1.5},
+            'DISK_GB': {'total': 8, 'allocation_ratio': 0.0}}
+
+    def test_a_configured_ratio_overrides_the_held_one(self):
         self.flags(group=None, cpu_allocation_ratio=8.0)
-        placement = FakePlacement({
-            'VCPU': {'total': 8, 'allocation_ratio': 16.0},
-            'MEMORY_MB': {'total': 8, 'allocation_ratio': 1.0},
-            'DISK_GB': {'total': 8, 'allocation_ratio': 0.0}})
+        placement = FakePlacement(self.HELD)
 
         findings = audit.ratio_changes(placement, self.conf.conf)
 
         self.assertEqual(
-            [('VCPU allocation_ratio 16.0 becomes 8.0', 'to keep 16.0, set '
-              '[DEFAULT] cpu_allocation_ratio = 16.0 on its compute')],
+            [('VCPU allocation_ratio 16.0 becomes 8.0', '[DEFAULT] '
+              'cpu_allocation_ratio = 8.0 overrides the ratio placement '
+              'holds, as in Nova; unset it on that compute to keep 16.0')],
             [(f.problem, f.action) for f in findings])
+
+    def test_held_ratios_are_kept_whatever_the_initial_ones(self):
+        # Ratios born under the defaults before 2023.1, or set through
+        # placement; the unusable DISK_GB ratio is the audit's finding.
+        self.flags(group=None, initial_cpu_allocation_ratio=2.0,
+                   initial_ram_allocation_ratio=1.0, ram_allocation_ratio=0.0)
+
+        self.assertEqual([], audit.ratio_changes(FakePlacement(self.HELD),
+                                                 self.conf.conf))
+
+    def test_only_compute_node_providers(self):
+        self.flags(group=None, cpu_allocation_ratio=8.0)
+        placement = FakePlacement(self.HELD)
+        placement.providers = lambda **query: [
+            {'uuid': 'child', 'name': 'compute1_gpu',
+             'root_provider_uuid': 'rp-uuid'}]
+
+        self.assertEqual([], audit.ratio_changes(placement, self.conf.conf))
 
 
 class FakeCompute(object):
@@ -235,20 +255,24 @@ def image(image_id, updated='2026-01-01T00:00:00Z', **properties):
 ISOLATE = {'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'}
 
 
-def fake_placement(providers):
+def fake_placement(providers, elsewhere=None, trees=None):
     """``{name: (inventories, {consumer: resources})}``, all hyperthreaded.
 
-    Every consumer holds what it holds on its provider alone.
+    Every consumer holds what it holds on its provider, and what
+    ``elsewhere`` says (``{consumer: {provider: resources}}``); ``trees``
+    gives the providers of a provider's tree, ``{name: [provider]}``.
     """
     placement = FakePlacement({})
     placement.providers = lambda **query: [
-        {'uuid': name, 'name': name} for name in providers
+        {'uuid': name, 'name': name} for name in (trees or {}).get(
+            query.get('in_tree'), providers)
         if query.get('name', name) == name]
     placement.inventories = lambda uuid: (1, providers[uuid][0])
     placement.allocations = lambda uuid: providers[uuid][1]
-    placement.consumer_resources = lambda consumer: next(
-        held[consumer] for _inventories, held in providers.values()
-        if consumer in held)
+    placement.consumer_allocations = lambda consumer: dict(next(
+        {name: held[consumer]} for name, (_inventories, held)
+        in providers.items() if consumer in held),
+        **(elsewhere or {}).get(consumer, {}))
     return placement
 
 
@@ -319,7 +343,7 @@ class IsolateServersTest(base.TestCase):
               {'VCPU': 1}, False)],
             [(f.server['id'], f.reason, f.held, f.dedicated)
              for f in scan.found])
-        self.assertFalse(any(f.legacy for f in scan.found))
+        self.assertFalse(any(f.legacy or f.nested for f in scan.found))
         # Only the migration's allocation was not in the listing.
         self.assertEqual(['migration'], compute.looked_up)
         self.assertEqual({}, scan.unseen)
@@ -335,6 +359,50 @@ class IsolateServersTest(base.TestCase):
         self.assertEqual(['host1'], compute.listings)
         self.assertEqual([('a', True)],
                          [(f.server['id'], f.legacy) for f in scan.found])
+
+    def test_legacy_isolation_is_isolate_on_a_host_without_pcpu(self):
+        """As Nova pins one thread per core there, for isolate only."""
+        placement = fake_placement({
+            'legacy': ({'VCPU': {}}, {'isolate': {'VCPU': 1},
+                                      'image': {'VCPU': 1},
+                                      'forbidden': {'VCPU': 1}}),
+            'new': ({'VCPU': {}, 'PCPU': {}}, {'victim': {'VCPU': 1}})})
+        compute = FakeCompute([
+            server('isolate', node='legacy', **ISOLATE),
+            server('image', node='legacy', image='isolate',
+                   **{'hw:cpu_policy': 'dedicated'}),
+            # Pinned as prefer: it shares its cores, whatever the host.
+            server('forbidden', node='legacy', **{
+                'hw:cpu_policy': 'dedicated',
+                'trait:HW_CPU_HYPERTHREADING': 'forbidden'}),
+            server('victim', node='new', **ISOLATE)],
+            images={'isolate': image('isolate',
+                                     hw_cpu_thread_policy='isolate')},
+            hosts={'legacy': 'legacy', 'new': 'new'})
+
+        scan = audit.isolate_servers(placement, compute)
+
+        self.assertEqual(
+            {'isolate': True, 'image': True, 'forbidden': False,
+             'victim': False},
+            {f.server['id']: f.legacy for f in scan.found})
+
+    def test_nested_providers_of_the_tree(self):
+        """Children of the node are nested; other providers share."""
+        placement = fake_placement(
+            {'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1},
+                                         'b': {'VCPU': 1}})},
+            elsewhere={'a': {'gpu': {'VGPU': 1}, 'nfs': {'DISK_GB': 1}}},
+            trees={'compute1': ['compute1', 'gpu', 'nic']})
+        compute = FakeCompute([server('a', **ISOLATE),
+                               server('b', **ISOLATE)])
+
+        found = audit.isolate_servers(placement, compute).found
+
+        self.assertEqual(
+            [('a', {'gpu'}, {'VCPU': 1, 'VGPU': 1, 'DISK_GB': 1}),
+             ('b', set(), {'VCPU': 1})],
+            [(f.server['id'], f.nested, f.held) for f in found])
 
     def test_servers_the_listing_cannot_show_are_unseen(self):
         placement = fake_placement({
@@ -386,34 +454,45 @@ class IsolateServersTest(base.TestCase):
 
 class DestinationRequestsTest(base.TestCase):
 
-    def found(self, held, dedicated):
-        return audit.IsolateServer({}, {}, 'why', dict(held, MEMORY_MB=512),
-                                   legacy=False, dedicated=dedicated)
+    def found(self, held, dedicated, nested=None):
+        allocations = {'node': dict(held, MEMORY_MB=512)}
+        allocations.update(nested or {})
+        return audit.IsolateServer({}, {'uuid': 'node'}, 'why', allocations,
+                                   legacy=False, dedicated=dedicated,
+                                   nested=frozenset(nested or ()))
 
     def test_dedicated_asks_for_pcpu(self):
         found = self.found({'VCPU': 2}, dedicated=True)
-        self.assertEqual([{'PCPU': 2, 'MEMORY_MB': 512}],
+        self.assertEqual([[{'PCPU': 2, 'MEMORY_MB': 512}]],
                          audit.destination_requests(found))
-        self.assertEqual([{'PCPU': 2, 'MEMORY_MB': 512},
-                          {'VCPU': 2, 'MEMORY_MB': 512}],
+        self.assertEqual([[{'PCPU': 2, 'MEMORY_MB': 512}],
+                          [{'VCPU': 2, 'MEMORY_MB': 512}]],
                          audit.destination_requests(found, forbid_trait=True))
 
     def test_others_ask_for_what_they_hold(self):
         found = self.found({'VCPU': 1, 'PCPU': 1}, dedicated=False)
-        self.assertEqual([{'VCPU': 1, 'PCPU': 1, 'MEMORY_MB': 512}],
+        self.assertEqual([[{'VCPU': 1, 'PCPU': 1, 'MEMORY_MB': 512}]],
                          audit.destination_requests(found, forbid_trait=True))
+
+    def test_a_group_per_nested_provider_sharing_ones_unnumbered(self):
+        found = self.found({'VCPU': 1}, dedicated=True, nested={
+            'gpu2': {'VGPU': 1}, 'gpu1': {'VGPU': 2}})
+        found.allocations['nfs'] = {'DISK_GB': 10}
+        self.assertEqual(
+            [[{'PCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 10}, {'VGPU': 2},
+              {'VGPU': 1}]], audit.destination_requests(found))
 
     def test_destination_forbids_hyperthreads_and_disabled(self):
         asked = []
         placement = FakePlacement({})
-        placement.candidate = lambda resources, required: asked.append(
-            (resources, required)) or ('node2' if len(asked) == 2 else None)
+        placement.candidate = lambda groups, root_required: asked.append(
+            (groups, root_required)) or ('node2' if len(asked) == 2 else None)
 
         self.assertEqual('node2', audit.destination(
             placement, self.found({'VCPU': 1}, dedicated=True), True))
         self.assertEqual(
-            [({'PCPU': 1, 'MEMORY_MB': 512},
+            [([{'PCPU': 1, 'MEMORY_MB': 512}],
               ('!HW_CPU_HYPERTHREADING', '!COMPUTE_STATUS_DISABLED')),
-             ({'VCPU': 1, 'MEMORY_MB': 512},
+             ([{'VCPU': 1, 'MEMORY_MB': 512}],
               ('!HW_CPU_HYPERTHREADING', '!COMPUTE_STATUS_DISABLED'))],
             asked)

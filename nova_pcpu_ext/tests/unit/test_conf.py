@@ -19,5 +19,9 @@ class OptionsTest(base.TestCase):
     def test_every_option_needs_a_restart_and_says_so(self):
         for opt in conf.ALL_OPTS:
             self.assertFalse(opt.mutable, opt.name)
+            if opt.deprecated_for_removal:
+                self.assertTrue(opt.help.strip().startswith(
+                    'Has no effect.'), opt.name)
+                continue
             self.assertIn('takes effect when the service restarts',
                           ' '.join(opt.help.split()), opt.name)
