@@ -164,8 +164,12 @@ class Cloud:
                  'nova-api': self.ports[name + '-nova-api']},
                 libvirt=not self.args.no_libvirt)
             for name, extension in DEPLOYMENTS]
-        # The journey switches the extension on itself.
-        self.deployments[-1].extension = self.args.journey == 'none'
+        # The journey switches the extension on itself, in a cloud with a
+        # past.
+        if self.args.journey != 'none':
+            self.deployments[-1].extension = False
+            self.deployments[-1].born_before_2023_1 = (
+                journey.BORN_BEFORE_2023_1,)
         phases('nova deployments', _together,
                [lambda d=d: self.deploy(d) for d in self.deployments])
 

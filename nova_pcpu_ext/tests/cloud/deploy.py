@@ -31,6 +31,7 @@ import time
 import openstack
 from urllib3.util import retry
 
+from nova_pcpu_ext.tests.cloud import fake_compute
 from nova_pcpu_ext.tests.cloud import processes
 from nova_pcpu_ext.tests import devstack
 
@@ -65,6 +66,11 @@ COMPUTES = (
         'libvirt': {'virt_type': 'qemu', 'cpu_mode': 'none'}}),
 )
 
+
+#: The initial ratios Nova's defaults were before 2023.1: a compute born
+#: with them holds them in placement after its options are unset.
+INITIAL_RATIOS_BEFORE_2023_1 = {'initial_cpu_allocation_ratio': '16.0',
+                                'initial_ram_allocation_ratio': '1.5'}
 
 #: The extension's compute that runs as kolla's image runs it (deploy/kolla):
 #: nova-pcpu-ext-compute's console script copied as ``nova-compute``.
@@ -286,6 +292,8 @@ class NovaDeployment:
         self.compute_url = 'http://127.0.0.1:%d/v2.1' % ports['nova-api']
         self.nova_conf = os.path.join(self.dir, 'nova.conf')
         self.computes = [c for c in COMPUTES if c.fake or libvirt]
+        #: Computes born under the defaults before 2023.1.
+        self.born_before_2023_1 = ()
 
     def service(self, name):
         return '%s-%s' % (self.name, name)
@@ -431,23 +439,29 @@ class NovaDeployment:
             instances_path=os.path.join(self.dir, compute.host, 'instances'),
             compute_driver='libvirt.LibvirtDriver',
             update_resources_interval=str(UPDATE_INTERVAL))
-        conf_path = conf_path_of(self.dir, compute)
+        conf_path = conf_path_of(self.dir, compute.host)
         conf['nova_sys_admin'] = {'helper_command': '%s --config-file %s' % (
             os.path.join(BIN, 'privsep-helper'), conf_path)}
         for section, options in compute.options.items():
             conf.setdefault(section, {}).update(options)
+        if compute.host in self.born_before_2023_1:
+            conf['DEFAULT'].update(INITIAL_RATIOS_BEFORE_2023_1)
         os.makedirs(conf['DEFAULT']['instances_path'], exist_ok=True)
         write_conf(conf_path, conf)
 
-    def start_compute(self, compute):
+    def start_compute(self, compute, strip_late_check=False):
+        """Start a compute; a fake one can run without Nova's late check."""
         command = self.compute_command(compute,
-                                       conf_path_of(self.dir, compute))
+                                       conf_path_of(self.dir, compute.host))
+        env = self.env(compute.eventlet)
         if compute.fake:
             command = [sys.executable, '-m',
                        'nova_pcpu_ext.tests.cloud.fake_compute',
                        str(compute.fake[0]), str(compute.fake[1])] + command
+            if strip_late_check:
+                env[fake_compute.STRIP_LATE_CHECK] = '1'
         self.procs.start(self.service('compute-' + compute.host), command,
-                         env=self.env(compute.eventlet))
+                         env=env)
 
     def switch_extension(self, on):
         """Write the devstack plugin's settings, or remove them.
@@ -463,8 +477,9 @@ class NovaDeployment:
         for compute in self.computes:
             # The package stays installed: the recorded uninstall is not
             # run.
-            devstack.run_plugin(['clean'], self.dir, NOVA_CONF=self.nova_conf,
-                                NOVA_CPU_CONF=conf_path_of(self.dir, compute))
+            devstack.run_plugin(
+                ['clean'], self.dir, NOVA_CONF=self.nova_conf,
+                NOVA_CPU_CONF=conf_path_of(self.dir, compute.host))
 
     def wait_for_computes(self, timeout=180):
         """Until every compute has a hypervisor with a resource provider."""
@@ -492,5 +507,16 @@ class NovaDeployment:
             for name, ram in (('tiny', 128), ('tiny-alt', 192))]
 
 
-def conf_path_of(deployment_dir, compute):
-    return os.path.join(deployment_dir, 'nova-cpu-%s.conf' % compute.host)
+def conf_path_of(deployment_dir, host):
+    return os.path.join(deployment_dir, 'nova-cpu-%s.conf' % host)
+
+
+def unset_options(path, section, names):
+    """Remove options from a configuration file, as an operator would."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    parser.read(path)
+    for name in names:
+        parser.remove_option(section, name)
+    with open(path, 'w') as f:
+        parser.write(f)

@@ -706,8 +706,7 @@ def provider_lock_timeout(target, host):
         return None
     conf = cfg.ConfigOpts()
     pcpu_conf.register_opts(conf)
-    compute, = [c for c in target.deployment.computes if c.host == host]
-    path = deploy.conf_path_of(target.deployment.dir, compute)
+    path = deploy.conf_path_of(target.deployment.dir, host)
     conf(['--config-file', path], default_config_files=[],
          default_config_dirs=[])
     return conf.pcpu_ext.provider_lock_timeout

@@ -28,9 +28,11 @@ import os
 import random
 import re
 import subprocess
+import sys
 import threading
 import time
 
+from nova_pcpu_ext import heal
 from nova_pcpu_ext.tests.cloud import deploy
 from nova_pcpu_ext.tests.cloud import drills
 from nova_pcpu_ext.tests.cloud import processes
@@ -45,6 +47,17 @@ VCPU_RATIO = 4.0
 BACK_TIMEOUT = 120
 #: The compute the grenade resources disable; the load leaves it alone.
 GRENADE_DISABLED_HOST = 'ht'
+#: The cloud's past: ``ht`` was born under Nova's defaults before 2023.1,
+#: an operator set ``legacy-ht``'s VCPU ratio through placement, and
+#: ``noht`` holds 0.0 (bug 1789654; deploy.COMPUTES).
+BORN_BEFORE_2023_1 = 'ht'
+SET_THROUGH_PLACEMENT = ('legacy-ht', 'VCPU', 8.0)
+ZERO_RATIO = ('noht', 'VCPU')
+RATED = ('VCPU', 'MEMORY_MB', 'DISK_GB')
+#: The upgrade checks of the isolate servers.
+ON_HYPERTHREADED_HOSTS = ('Servers that forbid hyperthreads on '
+                          'hyperthreaded hosts')
+HARDLY_MOVE = 'Servers that forbid hyperthreads and can hardly move'
 
 
 class Load:
@@ -183,6 +196,11 @@ def results(checks):
     return {name: result for name, (result, _) in checks.items()}
 
 
+def not_passed(checks):
+    """Names of the upgrade checks that did not pass, sorted."""
+    return sorted(name for name, (result, _) in checks.items() if result)
+
+
 def held_sum(holding):
     held = collections.Counter()
     for resources in holding.values():
@@ -201,7 +219,11 @@ class Journey:
                                             specs)
                         for kind, specs in drills.KINDS.items()}
         self.workload = {}  # {server id: kind}
-        self.isolate_ids = []
+        # Isolate servers on VCPU of a new-style hyperthreaded host (the
+        # bug's victims) and of a legacy one (isolated as Nova means it).
+        self.victim_ids, self.legacy_ids = [], []
+        self.legacy_places = {}  # {server id: as seeded}
+        self.past_ratios = {}  # {host: {resource class: ratio}} as seeded
         self.steps, self.seconds = {}, {}
         # Processes of this deployment that ran stock Nova: the log check
         # judges their records as stock's.
@@ -274,10 +296,37 @@ class Journey:
         return disagreeing()
 
     def ratio(self, host, resource_class='VCPU'):
-        return self.target.placement(
-            '/resource_providers/%s/inventories' %
-            self.target.providers[host])['inventories'][resource_class][
-                'allocation_ratio']
+        return self.ratios()[host][resource_class]
+
+    def ratios(self):
+        """{host: {resource class: allocation ratio}} in placement."""
+        return {host: {rc: inventory['allocation_ratio'] for rc, inventory
+                       in self.target.placement(
+                           '/resource_providers/%s/inventories' % uuid)[
+                           'inventories'].items() if rc in RATED}
+                for host, uuid in self.target.providers.items()}
+
+    def ratios_changed(self):
+        """Ratios not as the cloud's past left them, but the 0.0 repaired."""
+        expected = {host: dict(ratios)
+                    for host, ratios in self.past_ratios.items()}
+        host, rc = ZERO_RATIO
+        expected[host][rc] = VCPU_RATIO
+        return sorted('%s %s %s -> %s' % (host, rc, expected[host].get(rc),
+                                          ratio)
+                      for host, ratios in self.ratios().items()
+                      for rc, ratio in ratios.items()
+                      if expected.get(host, {}).get(rc) != ratio)
+
+    def set_ratios_through_placement(self, host, ratios):
+        """As ``openstack resource provider inventory class set`` does."""
+        path = '/resource_providers/%s/inventories' % (
+            self.target.providers[host])
+        inventories = self.target.placement(path)
+        for rc, ratio in ratios.items():
+            inventories['inventories'][rc]['allocation_ratio'] = ratio
+        self.target.conn.placement.put(path, json=inventories,
+                                       microversion='1.26', raise_exc=True)
 
     # Restarts ---------------------------------------------------------------
 
@@ -384,6 +433,7 @@ class Journey:
                 for i in before if after.get(i) != before[i]),
             'status changes lost': self.lost_status_changes(),
             'placement inconsistencies': self.inconsistencies(),
+            'ratios changed': self.ratios_changed(),
             'seconds until each restarted service was back': back_in,
             'slowest return after a restart (s)': slowest(back_in),
         })
@@ -391,24 +441,63 @@ class Journey:
 
     # The steps --------------------------------------------------------------
 
+    def without_late_check(self, seed):
+        """``seed()`` with Nova's late check for bug 1889633 stripped.
+
+        As clouds ran before Victoria's check: the scheduler and the
+        new-style hyperthreaded compute restart without it, and as they
+        were afterwards.
+        """
+        scheduler = self.deployment.service('nova-scheduler')
+        argv, env, _cwd = self.target.procs.commands[scheduler]
+        (ht,) = [c for c in self.deployment.computes if c.host == 'ht']
+
+        def restart(stripped):
+            self.restart(False, 'scheduler', 'nova-scheduler',
+                         lambda: self.target.procs.start(scheduler, (
+                             [sys.executable, '-m',
+                              'nova_pcpu_ext.tests.late_check'] if stripped
+                             else []) + argv, env=env))
+            self.restart(False, 'ht', 'compute-ht',
+                         lambda: self.deployment.start_compute(
+                             ht, strip_late_check=stripped))
+
+        restart(stripped=True)
+        try:
+            return seed()
+        finally:
+            restart(stripped=False)
+
     def stock_with_damage(self):
         """Servers of every kind, and the two bugs' damage made certain."""
         self.target.compute(
             'PUT', '/os-quota-sets/%s' % self.target.conn.current_project_id,
             {'quota_set': {'instances': -1, 'cores': -1, 'ram': -1}})
-        # The isolate servers where stock Nova may put them, on VCPU of
-        # the legacy host; the dedicated ones on ht, so that noht keeps
-        # its PCPUs for the repair.
-        plan = (('isolate', 'legacy-ht', None),
+        # ht's options were unset when the defaults changed; its ratios stay.
+        deploy.unset_options(
+            deploy.conf_path_of(self.deployment.dir, 'ht'), 'DEFAULT',
+            deploy.INITIAL_RATIOS_BEFORE_2023_1)
+        host, rc, ratio = SET_THROUGH_PLACEMENT
+        self.set_ratios_through_placement(host, {rc: ratio})
+        # A victim of the bug on VCPU of ht, the only core of its
+        # cpu_dedicated_set pinned; isolate servers on legacy-ht, isolated
+        # as Nova means it there; a dedicated one on noht, which keeps room
+        # for the repair.
+        plan = (('isolate', 'ht', None),
+                ('isolate', 'legacy-ht', None),
                 ('isolate', 'legacy-ht', 'os-stop'),
-                ('dedicated', 'ht', None), ('dedicated', 'ht', 'pause'),
+                ('dedicated', 'noht', 'pause'),
                 ('shared', None, 'os-stop'), ('shared', None, 'pause'),
                 ('shared', None, None))
-        ids = [boot_on(self.target, self.flavors[kind], host)
-               for kind, host, _ in plan]
+
+        def seed():
+            ids = [boot_on(self.target, self.flavors[kind], host)
+                   for kind, host, _ in plan]
+            return ids, drills.wait_for_servers(self.target, ids, 300)
+
+        ids, servers = self.without_late_check(seed)
         self.workload = {i: kind for i, (kind, _, _) in zip(ids, plan)}
-        servers = drills.wait_for_servers(self.target, ids, 300)
-        self.isolate_ids = ids[:2]
+        self.victim_ids, self.legacy_ids = ids[:1], ids[1:3]
         actions = [(i, action, {'os-stop': 'SHUTOFF', 'pause': 'PAUSED'}[
             action]) for i, (_, _, action) in zip(ids, plan) if action]
         for server_id, action, _ in actions:
@@ -416,37 +505,63 @@ class Journey:
                                 {action: None})
         drills._wait(lambda: all(self.servers()[i][0] == status
                                  for i, _, status in actions), 120)
-        on_legacy = [i for i in self.isolate_ids
-                     if servers[i]['OS-EXT-SRV-ATTR:host'] == 'legacy-ht'
-                     and 'VCPU' in held_sum(holdings(self.target, i))]
+        self.past_ratios = self.ratios()
+        self.legacy_places = self.places(self.legacy_ids)
         return {
             'workload': dict(collections.Counter(
                 '%s %s' % (self.workload[i], status)
                 for i, (status, _) in self.servers().items())),
-            'isolate servers on VCPU of legacy-ht': len(on_legacy),
+            'isolate servers on VCPU of ht': self.on_vcpu_of(
+                self.victim_ids, 'ht', servers),
+            'isolate servers on VCPU of legacy-ht': self.on_vcpu_of(
+                self.legacy_ids, 'legacy-ht', servers),
+            'ht ratios (born before 2023.1)': self.past_ratios['ht'],
+            'legacy-ht VCPU ratio (set through placement)':
+                self.ratio('legacy-ht'),
             'noht VCPU allocation ratio': self.ratio('noht'),
         }
+
+    def on_vcpu_of(self, server_ids, host, servers):
+        return sum(servers[i]['OS-EXT-SRV-ATTR:host'] == host and
+                   'VCPU' in held_sum(holdings(self.target, i))
+                   for i in server_ids)
+
+    def places(self, server_ids):
+        """{server id: (status, host, allocations)} of these servers."""
+        statuses = self.servers()
+        return {i: statuses[i] + (holdings(self.target, i),)
+                for i in server_ids}
 
     def before(self):
         code, checks = self.upgrade_check()
         dry_code, rows = self.heal('--dry-run')
         listed = {r['server']: r['result'] for r in rows}
         ratios = checks['Placement allocation ratios']
-        stuck = checks['Servers that forbid hyperthreads and can hardly move']
+        victims = checks[ON_HYPERTHREADED_HOSTS]
+        legacy = checks[HARDLY_MOVE]
         return {
             'upgrade check exit code': code,
             'upgrade check results': results(checks),
             'ratio 0.0 of noht reported': 'noht' in (ratios[1] or ''),
+            'ratios to be changed': checks[
+                'Allocation ratios to be changed'][0],
+            'victims reported on ht': sum(
+                '%s on ht' % i in (victims[1] or '') for i in self.victim_ids),
             'isolate servers reported on legacy-ht': sum(
-                '%s on legacy-ht' % i in (stuck[1] or '')
-                for i in self.isolate_ids),
+                '%s on legacy-ht' % i in (legacy[1] or '')
+                for i in self.legacy_ids),
             'heal --dry-run exit code': dry_code,
             'heal --dry-run rows': listed,
-            'isolate servers listed with a destination': sum(
+            'victims listed with a destination': sum(
                 re.match(r'dry run: would .* \(room on \S+\)$',
                          listed.get(i, '')) is not None
-                for i in self.isolate_ids),
+                for i in self.victim_ids),
+            'legacy servers listed as skipped': self.skipped_as_legacy(
+                listed),
         }
+
+    def skipped_as_legacy(self, listed):
+        return sum(listed.get(i) == heal.LEGACY for i in self.legacy_ids)
 
     def rolling_enable(self):
         figures, ratio_fixed = self.under_load(on=True)
@@ -460,7 +575,7 @@ class Journey:
         check_code, checks = self.upgrade_check()
         after = self.servers()
         placed = {}
-        for server_id in self.isolate_ids:
+        for server_id in self.victim_ids:
             holding = holdings(self.target, server_id)
             placed[server_id] = (after[server_id][0], sorted(
                 '%s:%s' % (rc, n) for resources in holding.values()
@@ -469,16 +584,27 @@ class Journey:
         return {
             'heal exit code': code,
             'heal rows': {r['server']: r['result'] for r in rows},
-            'isolate servers healed': sum(
+            'victims healed': sum(
                 status == before[i][0] and cpus == ['PCPU:1'] and not ht
                 for i, (status, cpus, ht) in placed.items()),
-            'where the isolate servers are': placed,
-            'second heal exit code, rows': '%d, %d' % (again_code,
-                                                       len(again)),
+            'where the victims are': placed,
+            'legacy servers moved or changed': self.legacy_moved(),
+            'second heal exit code, legacy rows, other rows': '%d, %d, %d' % (
+                again_code, self.skipped_as_legacy(
+                    {r['server']: r['result'] for r in again}),
+                sum(r['server'] not in self.legacy_ids for r in again)),
             'upgrade check exit code': check_code,
             'upgrade check results': results(checks),
+            'upgrade checks not passed': not_passed(checks),
             'placement inconsistencies': self.inconsistencies(),
+            'ratios changed': self.ratios_changed(),
         }
+
+    def legacy_moved(self):
+        """Legacy isolate servers not as they were after the seeding."""
+        now = self.places(self.legacy_ids)
+        return sorted(i for i in self.legacy_ids
+                      if now[i] != self.legacy_places[i])
 
     def rollback(self):
         figures, _ = self.under_load(on=False)
@@ -486,7 +612,7 @@ class Journey:
         figures.update({
             'upgrade check exit code': code,
             'upgrade check results': results(checks),
-            'noht VCPU allocation ratio left': self.ratio('noht'),
+            'upgrade checks not passed': not_passed(checks),
         })
         return figures
 
@@ -500,6 +626,7 @@ class Journey:
                 i for i in before if after.get(i) != before[i]),
             'placement inconsistencies': self.inconsistencies(),
             'status changes lost': self.lost_status_changes(),
+            'ratios changed': self.ratios_changed(),
         }
 
     def run(self):
@@ -546,9 +673,16 @@ class Journey:
         return True
 
     def clean_up(self):
-        """Leave room for tempest and the drills."""
+        """Leave room for tempest and the drills, and the ratios they expect.
+
+        The operator sets the ratios of the cloud's past back through
+        placement; the extension keeps them.
+        """
         self.grenade('destroy')
         drills.delete_servers(self.target, list(self.workload))
+        for host in (BORN_BEFORE_2023_1, SET_THROUGH_PLACEMENT[0]):
+            self.set_ratios_through_placement(host, {
+                'VCPU': VCPU_RATIO, 'MEMORY_MB': 1.0, 'DISK_GB': 1.0})
 
 
 def boot_on(target, flavor_id, host=None):
@@ -578,6 +712,7 @@ def _back(value):
 #: placement consistent, every service back.
 AFTER_RESTARTS = (
     ('workload servers changed', 'none', _none),
+    ('ratios changed', 'none', _none),
     ('placement inconsistencies', 'none', _none),
     ('status changes lost', 'none', _none),
     ('slowest return after a restart (s)', 'back', _back),
@@ -590,27 +725,48 @@ UNDER_LOAD = (
 )
 
 CHECKS = (
+    Check('stock with damage', 'isolate servers on VCPU of ht', '1',
+          lambda v: v == 1),
     Check('stock with damage', 'isolate servers on VCPU of legacy-ht', '2',
           lambda v: v == 2),
+    Check('stock with damage', 'ht ratios (born before 2023.1)',
+          'VCPU 16.0, MEMORY_MB 1.5', lambda v: (
+              v.get('VCPU'), v.get('MEMORY_MB')) == (16.0, 1.5)),
+    Check('stock with damage', 'legacy-ht VCPU ratio (set through placement)',
+          str(SET_THROUGH_PLACEMENT[2]),
+          lambda v: v == SET_THROUGH_PLACEMENT[2]),
     Check('stock with damage', 'noht VCPU allocation ratio', '0.0',
           lambda v: v == 0.0),
     Check('before', 'upgrade check exit code', '2 (failures)',
           lambda v: v == 2),
     Check('before', 'ratio 0.0 of noht reported', 'True', lambda v: v),
+    Check('before', 'ratios to be changed', '0 (none)', lambda v: v == 0),
+    Check('before', 'victims reported on ht', '1', lambda v: v == 1),
     Check('before', 'isolate servers reported on legacy-ht', '2',
           lambda v: v == 2),
-    Check('before', 'isolate servers listed with a destination', '2',
+    Check('before', 'victims listed with a destination', '1',
+          lambda v: v == 1),
+    Check('before', 'legacy servers listed as skipped', '2',
           lambda v: v == 2),
     Check('rolling enable', 'noht ratio fixed after its restart (s)',
           '<= %s (one periodic update)' % (2 * drills.INTERVAL), _back),
-    Check('repair', 'isolate servers healed', '2', lambda v: v == 2),
+    Check('repair', 'victims healed', '1', lambda v: v == 1),
     Check('repair', 'heal exit code', '0', lambda v: v == 0),
-    Check('repair', 'second heal exit code, rows', '0, 0',
-          lambda v: v == '0, 0'),
-    Check('repair', 'upgrade check exit code', '0', lambda v: v == 0),
+    Check('repair', 'legacy servers moved or changed', 'none', _none),
+    Check('repair', 'second heal exit code, legacy rows, other rows',
+          '0, 2, 0', lambda v: v == '0, 2, 0'),
+    Check('repair', 'upgrade check exit code', '1 (the legacy warning)',
+          lambda v: v == 1),
+    Check('repair', 'upgrade checks not passed', HARDLY_MOVE,
+          lambda v: v == [HARDLY_MOVE]),
     Check('repair', 'placement inconsistencies', 'none', _none),
-    Check('rollback', 'upgrade check exit code', 'ran (0, 1 or 2)',
-          lambda v: v in (0, 1, 2)),
+    Check('repair', 'ratios changed', 'none', _none),
+    Check('rollback', 'upgrade check exit code',
+          '1 (request filter not active; the legacy warning)',
+          lambda v: v == 1),
+    Check('rollback', 'upgrade checks not passed',
+          'Configuration, ' + HARDLY_MOVE,
+          lambda v: v == ['Configuration', HARDLY_MOVE]),
     Check('rollback', 'grenade resources created', 'True',
           lambda v: v is True),
     Check('back on', 'grenade resources verified', 'True',

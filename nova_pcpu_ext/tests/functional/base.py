@@ -21,9 +21,6 @@ placement is openstack-placement's application on sqlite.
 # must come before anything else imports Nova.
 import nova.tests.functional  # noqa: F401  isort:skip
 
-import ast
-import inspect
-import textwrap
 import threading
 
 import fixtures
@@ -31,10 +28,10 @@ from nova import context as nova_context
 from nova.scheduler.client import report
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
-from nova.virt import hardware
 
 from nova_pcpu_ext import activation
 from nova_pcpu_ext import compute
+from nova_pcpu_ext.tests import late_check
 
 ACTIVATE_SCHEDULER = 'nova_pcpu_ext.scheduler.activate'
 
@@ -52,34 +49,12 @@ DEDICATED = {'hw:cpu_policy': 'dedicated'}
 
 
 class StripIsolateMitigation(fixtures.Fixture):
-    """Remove Nova's late check for bug 1889633 from ``nova.virt.hardware``.
-
-    Since Victoria, ``_pack_instance_onto_cores`` refuses an ``isolate``
-    instance on a hyperthreaded host configured with ``cpu_dedicated_set``,
-    which hides the scheduling bug as a late NUMA rejection. Tests that show
-    the bug itself rebuild that function without the check; if the check
-    cannot be found the fixture fails rather than silently testing nothing.
-    """
+    """Remove Nova's late check for bug 1889633 (see :mod:`late_check`)."""
 
     def _setUp(self):
-        function = hardware._pack_instance_onto_cores
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-        checks = [
-            node for node in ast.walk(tree)
-            if isinstance(node, ast.If) and
-            'pcpuset' in ast.unparse(node.test) and
-            '1889633' in ''.join(ast.unparse(stmt) for stmt in node.body)]
-        if len(checks) != 1:
-            raise AssertionError(
-                'Nova changed: the bug 1889633 check in '
-                'nova.virt.hardware._pack_instance_onto_cores was not found')
-        checks[0].test = ast.Constant(False)
-        namespace = {}
-        exec(compile(ast.fix_missing_locations(tree), hardware.__file__,
-                     'exec'), hardware.__dict__, namespace)
         self.useFixture(fixtures.MonkeyPatch(
             'nova.virt.hardware._pack_instance_onto_cores',
-            namespace[function.__name__]))
+            late_check.stripped_pack_instance_onto_cores()))
 
 
 class Gate(object):

@@ -337,8 +337,7 @@ class DrillFiguresTest(testtools.TestCase):
         self.assertIsNone(times['noht'])
 
     def test_provider_lock_timeout_as_the_compute_runs_with(self):
-        compute, = [c for c in deploy.COMPUTES if c.host == 'ht']
-        path = deploy.conf_path_of(self.dir, compute)
+        path = deploy.conf_path_of(self.dir, 'ht')
         deploy.write_conf(path, {'pcpu_ext': {'report_client': 'serialized'}})
         self.assertEqual(10.0, drills.provider_lock_timeout(
             self.target(), 'ht'))
@@ -394,11 +393,11 @@ class JourneyVerdictTest(testtools.TestCase):
 
     def test_met_unmet_and_missing_figures(self):
         results = {'rows': journey.rows({
-            'repair': {'isolate servers healed': 2, 'heal exit code': 1,
+            'repair': {'victims healed': 1, 'heal exit code': 1,
                        'heal rows': {'a': 'healed'}},
             'rollback': {'error': 'TimeoutError: x'}})}
         rows = {(r['step'], r['figure']): r for r in results['rows']}
-        self.assertTrue(rows['repair', 'isolate servers healed']['ok'])
+        self.assertTrue(rows['repair', 'victims healed']['ok'])
         self.assertIs(False, rows['repair', 'heal exit code']['ok'])
         # Details stay in the JSON only.
         self.assertNotIn(('repair', 'heal rows'), rows)
@@ -408,8 +407,8 @@ class JourneyVerdictTest(testtools.TestCase):
         self.assertIn('journey rollback: error is TimeoutError: x, needs '
                       'no error', failures)
         # A figure that was never measured is not met.
-        self.assertIn('journey repair: second heal exit code, rows is '
-                      'None, needs 0, 0', failures)
+        self.assertIn('journey repair: second heal exit code, legacy rows, '
+                      'other rows is None, needs 0, 2, 0', failures)
 
     def test_lists_are_judged_and_shown_by_length(self):
         rows = journey.rows({'rollback': {
@@ -417,6 +416,29 @@ class JourneyVerdictTest(testtools.TestCase):
         (row,) = [r for r in rows if r['step'] == 'rollback' and
                   r['figure'] == 'workload servers changed']
         self.assertEqual((1, False), (row['value'], row['ok']))
+
+
+class JourneyRatiosTest(testtools.TestCase):
+
+    def journey(self, now):
+        journey_ = journey.Journey.__new__(journey.Journey)
+        journey_.past_ratios = {
+            'ht': {'VCPU': 16.0, 'MEMORY_MB': 1.5, 'DISK_GB': 1.0},
+            'noht': {'VCPU': 0.0, 'MEMORY_MB': 1.0, 'DISK_GB': 1.0}}
+        journey_.ratios = lambda: now
+        return journey_
+
+    def test_only_the_zero_ratio_may_change(self):
+        repaired = self.journey({
+            'ht': {'VCPU': 16.0, 'MEMORY_MB': 1.5, 'DISK_GB': 1.0},
+            'noht': {'VCPU': 4.0, 'MEMORY_MB': 1.0, 'DISK_GB': 1.0}})
+        cut = self.journey({
+            'ht': {'VCPU': 4.0, 'MEMORY_MB': 1.0, 'DISK_GB': 1.0},
+            'noht': {'VCPU': 0.0, 'MEMORY_MB': 1.0, 'DISK_GB': 1.0}})
+
+        self.assertEqual([], repaired.ratios_changed())
+        self.assertEqual(['ht MEMORY_MB 1.5 -> 1.0', 'ht VCPU 16.0 -> 4.0',
+                          'noht VCPU 4.0 -> 0.0'], cut.ratios_changed())
 
 
 class ProcessesTest(testtools.TestCase):
