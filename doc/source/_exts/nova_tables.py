@@ -42,8 +42,9 @@ def _symbol_checks():
 
     def add(symbols, user):
         for symbol, params in symbols:
-            checks[symbol].add('parameters start (%s)' % ', '.join(params)
-                               if params else 'exists')
+            # A literal: a keyword-only marker (*) is no emphasis.
+            checks[symbol].add('parameters start %s' % _literal(
+                '(%s)' % ', '.join(params)) if params else 'exists')
             users[symbol].add(user)
 
     add(scheduler.NOVA_SYMBOLS, 'scheduler activation')
