@@ -118,9 +118,9 @@ class ResetRetry(retry.Retry):
 
     The services run without keep-alive (see :func:`gunicorn`), but one
     that stops or restarts may still reset a request before any answer.
-    urllib3 counts that as a read error and, as
-    set here, sends the request again only for methods whose repetition
-    changes nothing (never ``POST``); a refused connection and any HTTP
+    urllib3 counts that as a read error and, as set here, sends the
+    request again only for methods whose repetition changes nothing
+    (never ``POST``); a refused connection and any HTTP
     answer are left to the caller. Each retry is recorded in ``retried``,
     shared by the copies urllib3 makes of this object.
     """
