@@ -47,6 +47,9 @@ VCPU_RATIO = 4.0
 BACK_TIMEOUT = 120
 #: The compute the grenade resources disable; the load leaves it alone.
 GRENADE_DISABLED_HOST = 'ht'
+#: Never disabled by the load: it has room for a server of every kind, so
+#: that every boot has a host (the journey requires no No valid host).
+ALWAYS_ENABLED_HOST = 'noht'
 #: The cloud's past: ``ht`` was born under Nova's defaults before 2023.1,
 #: an operator set ``legacy-ht``'s VCPU ratio through placement, and
 #: ``noht`` holds 0.0 (bug 1789654; deploy.COMPUTES).
@@ -417,7 +420,8 @@ class Journey:
         """:meth:`roll` under load, with what the load and the cloud saw."""
         before = self.servers()
         load = Load(self.target, self.flavors, sorted(
-            set(self.target.providers) - {GRENADE_DISABLED_HOST}),
+            set(self.target.providers) - {GRENADE_DISABLED_HOST,
+                                          ALWAYS_ENABLED_HOST}),
             self.restarts).start()
         load.scheduler_has_extension = not on
         try:
@@ -436,6 +440,9 @@ class Journey:
             'ratios changed': self.ratios_changed(),
             'seconds until each restarted service was back': back_in,
             'slowest return after a restart (s)': slowest(back_in),
+            'servers in ERROR per restart': round(figures[
+                'servers in ERROR while a service restarted'] / len(
+                    back_in), 2),
         })
         return figures, ratio_fixed
 
@@ -719,6 +726,9 @@ AFTER_RESTARTS = (
 )
 #: And those under load, in addition.
 UNDER_LOAD = (
+    ('servers with No valid host', '0', lambda v: v == 0),
+    # One boot at a time: a restart ends at most the one in flight.
+    ('servers in ERROR per restart', '<= 1', lambda v: v <= 1),
     ('servers ending otherwise', '0', lambda v: v == 0),
     ('API errors', '0', lambda v: v == 0),
     ('anomalies', 'none', _none),

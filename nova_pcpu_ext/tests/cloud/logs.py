@@ -29,6 +29,8 @@ OSLO_PREFIX = re.compile(r'^(\S+ \S+ \d+) ([A-Z]+) (\S+)( \[(?!instance: ))?')
 ERROR = re.compile(r'\bERROR\b|\[error\]|Traceback \(most recent call last\)')
 # Logged by activation.patch() for every Nova class or function replaced.
 ACTIVATION = re.compile(r'nova-pcpu-ext: \S+ replaced')
+# The prefixes of the deployments' processes and logs; others are shared.
+DEPLOYMENTS = ('stock', 'ext')
 
 
 def load_allowlist():
@@ -39,6 +41,8 @@ def load_allowlist():
             raise ValueError('log allowlist entry without a reason: %s' %
                              entry)
         entry['regex'] = re.compile(entry['pattern'])
+        if isinstance(entry.get('during'), str):
+            entry['during'] = [entry['during']]
     return entries
 
 
@@ -79,15 +83,17 @@ def is_error(record):
     return ERROR.search(record) is not None
 
 
-def unexpected_errors(log_dir, stock_pids=(), stock_windows=()):
+def unexpected_errors(log_dir, stock_pids=(), stock_windows=(), events=()):
     """Error records no allowlist entry explains, and those it does.
 
     For the journey, in which the extension deployment runs stock Nova:
     the records of ``stock_pids`` (its processes that ran stock Nova), and
     of its placement within ``stock_windows`` ((start, end) epoch seconds
     in which some of its computes ran stock Nova: placement answers
-    theirs), are judged as the stock deployment's. Returns [(log name,
-    first line)] and {pattern: count}.
+    theirs), are judged as the stock deployment's. ``events``: (name,
+    deployment, start, end or None) of each fault and stop of the run, for
+    the entries that excuse a record only ``during`` one. Returns [(log
+    name, first line)] and {pattern: count}.
     """
     allowlist = load_allowlist()
     unexpected, allowed = [], {}
@@ -106,13 +112,51 @@ def unexpected_errors(log_dir, stock_pids=(), stock_windows=()):
                     judged_as = 'stock-' + name.partition('-')[2]
                 entry = next((e for e in allowlist
                               if fnmatch.fnmatch(judged_as, e['log']) and
-                              e['regex'].search(record)), None)
+                              e['regex'].search(record) and
+                              _during(e, name, _time(record), events)), None)
                 if entry:
                     allowed[entry['pattern']] = allowed.get(
                         entry['pattern'], 0) + 1
                 else:
                     unexpected.append((name, record.splitlines()[0]))
     return unexpected, allowed
+
+
+def owner(name):
+    """(deployment, or '*' if shared; service) of a process or log name."""
+    service = os.path.splitext(name)[0]
+    deployment, _, rest = service.partition('-')
+    if deployment in DEPLOYMENTS:
+        return deployment, rest
+    return '*', service
+
+
+def _during(entry, log_name, when, events):
+    """Whether ``entry`` excuses a record of ``log_name`` at ``when``.
+
+    An entry without ``during`` excuses it at any time; one with it, only
+    within an event it names (``own stop``: a stop of the service that
+    wrote the record) of the record's deployment or a shared one, up to
+    ``within`` seconds after the event ended.
+    """
+    if 'during' not in entry:
+        return True
+    if when is None:
+        return False
+    deployment, service = owner(log_name)
+    for event, event_deployment, start, end in events:
+        if '*' not in (deployment, event_deployment) and (
+                deployment != event_deployment):
+            continue
+        if when < start or (end is not None and
+                            when > end + entry.get('within', 0)):
+            continue
+        names = [event] + (['own stop'] if event == 'stop of ' + service
+                           else [])
+        if any(fnmatch.fnmatch(name, pattern)
+               for name in names for pattern in entry['during']):
+            return True
+    return False
 
 
 def _pid(record):

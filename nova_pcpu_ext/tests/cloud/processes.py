@@ -39,6 +39,9 @@ class Processes:
         os.makedirs(self.log_dir, exist_ok=True)
         # How each process was started, to start it again after a drill.
         self.commands = {}
+        # [name, stop sent, started again or None] of each stop: the log
+        # check excuses a stop's own records within it.
+        self.stops = []
 
     def log_path(self, name):
         return os.path.join(self.log_dir, '%s.log' % name)
@@ -58,6 +61,9 @@ class Processes:
         with open(self._pid_file(name), 'w') as f:
             f.write('%d\n' % process.pid)
         self.commands[name] = (argv, env, cwd)
+        for stop in self.stops:
+            if stop[0] == name and stop[2] is None:
+                stop[2] = time.time()
         return process
 
     def start_again(self, name):
@@ -106,7 +112,9 @@ class Processes:
 
         SIGKILL what outlives ``timeout`` seconds.
         """
-        pids = [pid for pid in map(self.pid, names) if pid]
+        running = [name for name in names if self.pid(name)]
+        pids = [self.pid(name) for name in running]
+        self.stops += [[name, time.time(), None] for name in running]
         for pid in pids:
             _signal_group(pid, sig)
         deadline = time.monotonic() + timeout

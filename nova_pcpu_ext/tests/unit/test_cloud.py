@@ -63,6 +63,12 @@ def results(stock_bug='failed', ext_plain='passed', ext_virt='passed',
 
 class VerdictTest(testtools.TestCase):
 
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatchObject(
+            tempest_run, 'upstream_tests',
+            return_value=[r'^tempest\.api\.compute\.test_versions\.']))
+
     def test_expected_results_pass(self):
         # A plain project test may fail on stock: only bug tests must.
         self.assertEqual([], tempest_run.verdict(results(), libvirt=True))
@@ -96,6 +102,13 @@ class VerdictTest(testtools.TestCase):
         self.assertEqual(['ext: upstream %s failed' % UPSTREAM_TEST],
                          tempest_run.verdict(results(upstream='failed'),
                                              libvirt=True))
+
+    def test_a_listed_regex_that_matches_nothing_fails_the_run(self):
+        unmatched = r'^tempest\.api\.compute\.test_gone\.'
+        tempest_run.upstream_tests.return_value.append(unmatched)
+        self.assertEqual(['ext: %s in upstream-tests.txt matches no test' %
+                          unmatched],
+                         tempest_run.verdict(results(), libvirt=True))
 
     def test_missing_results_fail_the_run(self):
         self.assertEqual(['stock: no tempest results',
@@ -144,7 +157,8 @@ imeError: Cannot schedule new tasks after being shutdown
             2026-01-01 00:00:02.000 7 ERROR nova.compute Traceback (most r
             2026-01-01 00:00:02.000 7 ERROR nova.compute ValueError: x
             ''')
-        unexpected, allowed = logs.unexpected_errors(self.dir)
+        unexpected, allowed = logs.unexpected_errors(self.dir, events=[(
+            'stop of compute-libvirt', 'ext', self.START, None)])
         self.assertEqual(
             [('ext-compute-libvirt.log',
               '2026-01-01 00:00:02.000 7 WARNING nova.compute [-] Odd: x')],
@@ -217,6 +231,69 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
         self.assertEqual([('ext-placement.log', (line % 5).strip())],
                          unexpected)
 
+    # Records the allowlist excuses only during a drill or a stop.
+    RABBIT_TIMEOUT = ('2026-01-01 00:%s 7 ERROR nova.compute.manager [-] '
+                      'Error updating resources for node ht: oslo_messaging'
+                      '.exceptions.MessagingTimeout: x\n')
+    UPTIME_KILLED = ('2026-01-01 00:00:05.000 7 ERROR nova.compute.manager '
+                     '[-] Error updating resources for node ht: Process'
+                     'ExecutionError: Unexpected error while running '
+                     'command.\nCommand: env LANG=C uptime\nExit code: -15\n')
+    START = time.mktime((2026, 1, 1, 0, 0, 0, 0, 0, -1))
+
+    def test_a_drill_record_is_excused_only_within_the_drill(self):
+        # Before the drill, and longer after it than rpc_response_timeout
+        # with room (within: 90), it is an error.
+        self.write('ext-compute-ht.log', ''.join(
+            self.RABBIT_TIMEOUT % t for t in ('00:01.000', '00:40.000',
+                                              '03:00.000')))
+        drill = ('drill rabbitmq restart', '*', self.START + 10,
+                 self.START + 30)
+        unexpected, allowed = logs.unexpected_errors(self.dir,
+                                                     events=[drill])
+        self.assertEqual(['00:00:01.000', '00:03:00.000'],
+                         [line[11:23] for _, line in unexpected])
+        self.assertEqual([1], list(allowed.values()))
+
+    def test_a_stop_record_is_excused_in_its_own_stop_only(self):
+        self.write('ext-compute-ht.log', self.UPTIME_KILLED)
+        for stop in (('stop of compute-noht', 'ext'),
+                     ('stop of compute-ht', 'stock'),
+                     ('drill bad config', '*')):
+            unexpected, _ = logs.unexpected_errors(
+                self.dir, events=[stop + (self.START, None)])
+            self.assertEqual(1, len(unexpected), stop)
+        unexpected, _ = logs.unexpected_errors(self.dir, events=[(
+            'stop of compute-ht', 'ext', self.START, self.START + 6)])
+        self.assertEqual([], unexpected)
+
+    def test_a_restart_record_is_excused_whatever_code_ran(self):
+        # Nova's conductor times out on a scheduler that stopped: the same
+        # on stock or ext, and judged by the scheduler's stop alone.
+        self.write('ext-nova-conductor.log', (
+            '2026-01-01 00:00:%s 7 ERROR nova.conductor.manager [-] Failed '
+            'to schedule instances: oslo_messaging.exceptions.Messaging'
+            'Timeout: x\n') % '50.000')
+        stop = ('stop of nova-scheduler', 'ext', self.START, self.START + 5)
+        for stock_pids in ((), (7,)):
+            unexpected, _ = logs.unexpected_errors(
+                self.dir, stock_pids=stock_pids, events=[stop])
+            self.assertEqual([], unexpected)
+        unexpected, _ = logs.unexpected_errors(self.dir)
+        self.assertEqual(1, len(unexpected))
+
+    def test_no_valid_host_is_excused_in_its_own_tempest_run_only(self):
+        # The journey on ext runs beside tempest on stock and allows none.
+        for name in ('stock-nova-conductor.log', 'ext-nova-conductor.log'):
+            self.write(name, (
+                '2026-01-01 00:00:20.000 7 ERROR nova.conductor.manager [-] '
+                'Failed to schedule instances: nova.exception_Remote.NoValid'
+                'Host_Remote: No valid host was found.\n'))
+        unexpected, _ = logs.unexpected_errors(self.dir, events=[(
+            'tempest', 'stock', self.START + 10, self.START + 30)])
+        self.assertEqual(['ext-nova-conductor.log'],
+                         [name for name, _ in unexpected])
+
     def test_every_allowlist_entry_has_a_reason(self):
         for entry in logs.load_allowlist():
             self.assertTrue(entry['reason'].strip(), entry)
@@ -263,13 +340,53 @@ class DrillVerdictTest(testtools.TestCase):
     def test_only_the_extension_figure_is_judged(self):
         results = {'rows': drills.rows({'status storm': {
             'stock': {'lost updates': 3,
-                      'longest disagreement less the slowest call (s)': 9.0},
+                      'changes undone in placement later': 2},
             'ext': {'lost updates': 0,
-                    'longest disagreement less the slowest call (s)': 0.4},
+                    'changes undone in placement later': 0},
         }})}
         self.assertEqual([], drills.failures(results))
         self.assertEqual([3, 0], [results['rows'][0][k]
                                   for k in ('stock', 'ext')])
+
+    def test_a_freeze_that_missed_is_tried_again(self):
+        caught, waited = ('periodic update caught reading placement',
+                          'status update waited for the tree lock')
+        missed = {caught: True, waited: False}
+        freeze = self.useFixture(fixtures.MockPatchObject(
+            drills, 'freeze_once')).mock
+        ext, stock = (types.SimpleNamespace(
+            deployment=types.SimpleNamespace(extension=extension))
+            for extension in (True, False))
+        freeze.side_effect = [dict(missed), dict(missed, **{waited: True})]
+        figures = drills.conductor_freeze(ext)
+        self.assertEqual((2, True),
+                         (figures['freezes tried'], figures[waited]))
+        # A status update that never waits: every try misses, and the last
+        # is judged.
+        freeze.side_effect = [dict(missed) for _ in range(3)]
+        figures = drills.conductor_freeze(ext)
+        self.assertEqual((3, False),
+                         (figures['freezes tried'], figures[waited]))
+        # Stock has no lock to wait for.
+        freeze.side_effect = [dict(missed)]
+        self.assertEqual(1, drills.conductor_freeze(stock)['freezes tried'])
+
+    def test_the_storm_judges_counts_not_the_calls_time(self):
+        # A change the race undid fails; a disagreement as long as a slow
+        # API call is reported only.
+        results = {'rows': drills.rows({'status storm': {'ext': {
+            'lost updates': 0, 'changes undone in placement later': 1,
+            'longest disagreement less the slowest call (s)': 9.0}}})}
+        self.assertEqual(['drill status storm: changes undone in placement '
+                          'later is 1 on ext, needs 0'],
+                         drills.failures(results))
+
+    def test_a_boot_refused_with_room_left_fails(self):
+        results = {'rows': drills.rows({'boot storm': {'ext': {
+            'servers with No valid host': 9,
+            'of them with room left for their kind': 1}}})}
+        self.assertIn('drill boot storm: of them with room left for their '
+                      'kind is 1 on ext, needs 0', drills.failures(results))
 
     def test_unmet_missing_and_failed_drills_fail_the_run(self):
         results = {'rows': drills.rows({
@@ -283,8 +400,8 @@ class DrillVerdictTest(testtools.TestCase):
             'drill boot storm: allocations not matching the flavor is None '
             'on ext, needs measured',
         ], drills.failures(results)[:3])
-        self.assertIn('drill status storm: longest disagreement less the '
-                      'slowest call (s) is None on ext, needs measured',
+        self.assertIn('drill status storm: changes undone in placement '
+                      'later is None on ext, needs measured',
                       drills.failures(results))
 
     def test_one_line_naming_option_and_value(self):
@@ -410,6 +527,22 @@ class JourneyVerdictTest(testtools.TestCase):
         self.assertIn('journey repair: second heal exit code, legacy rows, '
                       'other rows is None, needs 0, 2, 0', failures)
 
+    def test_boots_are_judged_by_their_outcome(self):
+        # A scheduler refusing boots, or errors beyond one boot per
+        # restart, fail the step; the restarts' own are excused.
+        for step in ('rolling enable', 'rollback'):
+            rows = {r['figure']: r['ok'] for r in journey.rows({step: {
+                'servers with No valid host': 1,
+                'servers in ERROR per restart': 1.5}}) if r['step'] == step}
+            self.assertIs(False, rows['servers with No valid host'])
+            self.assertIs(False, rows['servers in ERROR per restart'])
+        rows = {r['figure']: r['ok'] for r in journey.rows({'rollback': {
+            'servers with No valid host': 0,
+            'servers in ERROR per restart': 0.2}})
+            if r['step'] == 'rollback'}
+        self.assertTrue(rows['servers with No valid host'])
+        self.assertTrue(rows['servers in ERROR per restart'])
+
     def test_lists_are_judged_and_shown_by_length(self):
         rows = journey.rows({'rollback': {
             'workload servers changed': ['a: ACTIVE -> ERROR']}})
@@ -458,6 +591,18 @@ class ProcessesTest(testtools.TestCase):
             with open('/proc/%d/cmdline' % second) as f:
                 cmdline = f.read()
         self.assertEqual('sleep\x0060\x00', cmdline)
+
+    def test_each_stop_lasts_until_the_process_starts_again(self):
+        procs = processes.Processes(self.useFixture(fixtures.TempDir()).path)
+        self.addCleanup(procs.stop, 'sleeper')
+        procs.start('sleeper', ['sleep', '60'])
+        procs.stop('sleeper')
+        procs.start_again('sleeper')
+        procs.stop('sleeper', 'not-started')
+        [(name, stopped, started), last] = procs.stops
+        self.assertEqual('sleeper', name)
+        self.assertLessEqual(stopped, started)
+        self.assertEqual(['sleeper', None], [last[0], last[2]])
 
 
 class FakeCloud(http.server.BaseHTTPRequestHandler):
