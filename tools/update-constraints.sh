@@ -6,7 +6,8 @@
 #   tools/update-constraints.sh [SERIES [UPSTREAM_CONSTRAINTS]]
 #
 # SERIES is 2026.2 (the default; writes constraints.txt, which also pins the
-# docs and lint tools), 2025.1 or 2024.1 (write constraints/nova-SERIES.txt),
+# docs and lint tools), 2026.1, 2025.2, 2025.1, 2024.2 or 2024.1 (write
+# constraints/nova-SERIES.txt),
 # or cloud (writes constraints/cloud.txt: constraints.txt plus the loopback
 # cloud's services, started from constraints.txt so the two agree).
 # UPSTREAM_CONSTRAINTS (optional) is the series' upper-constraints file;
@@ -21,16 +22,18 @@ case "$series" in
     2026.2) nova=nova==34.0.0; placement=openstack-placement==16.0.0
             out=constraints.txt
             extra=(-r doc/requirements.txt hacking bashate) ;;
-    2025.1) nova=nova==31.3.1; placement=openstack-placement==13.0.1
-            out=constraints/nova-2025.1.txt ;;
-    2024.1) nova=nova==29.4.0; placement=openstack-placement==11.0.1
-            out=constraints/nova-2024.1.txt ;;
+    2026.1) nova=nova==33.0.2; placement=openstack-placement==15.0.0 ;;
+    2025.2) nova=nova==32.2.1; placement=openstack-placement==14.0.0 ;;
+    2025.1) nova=nova==31.3.1; placement=openstack-placement==13.0.1 ;;
+    2024.2) nova=nova==30.3.0; placement=openstack-placement==12.0.2 ;;
+    2024.1) nova=nova==29.4.0; placement=openstack-placement==11.0.1 ;;
     cloud) nova=nova==34.0.0; placement=openstack-placement==16.0.0
            out=constraints/cloud.txt; upstream=${upstream:-constraints.txt}
            extra=(-r cloud-requirements.txt libvirt-python) ;;
-    *) echo "unknown series $series: 2024.1, 2025.1, 2026.2 or cloud" >&2
+    *) echo "unknown series $series: 2024.1 to 2026.2, or cloud" >&2
        exit 2 ;;
 esac
+out=${out:-constraints/nova-$series.txt}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -12,18 +12,22 @@
 
 """A real placement server on loopback, as an operator runs it.
 
-``placement-manage db sync`` on a sqlite file (or a given database URL),
-then gunicorn serving ``placement.wsgi.api:application`` with
-``[api] auth_strategy = noauth2``; with noauth2 the token must be
-``admin``.
+``placement-manage db sync`` on a sqlite file (once per process, then
+copied for each server) or a given database URL, then gunicorn serving
+``placement.wsgi.api:application`` with ``[api] auth_strategy =
+noauth2``; with noauth2 the token must be ``admin``.
 """
 
+import atexit
+import functools
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 
 import fixtures
@@ -31,6 +35,9 @@ from keystoneauth1 import loading as ks_loading
 import requests
 
 TOKEN = 'admin'
+#: The temporary directory of the process: tests get temporary directories
+#: of their own, removed after each.
+_PROCESS_TEMP = tempfile.gettempdir()
 
 
 def free_port():
@@ -52,6 +59,34 @@ def _wsgi_application():
         return 'placement.wsgi:init_application()'
 
 
+def _configure(directory, db_url):
+    with open(os.path.join(directory, 'placement.conf'), 'w') as conf:
+        conf.write('[api]\nauth_strategy = noauth2\n'
+                   '[placement_database]\nconnection = %s\n' % db_url)
+
+
+def _db_sync(directory):
+    subprocess.run(
+        [os.path.join(sysconfig.get_path('scripts'), 'placement-manage'),
+         '--config-dir', directory, 'db', 'sync'], check=True,
+        env=dict(os.environ, OS_PLACEMENT_CONFIG_DIR=directory),
+        capture_output=True)
+
+
+@functools.cache
+def _synced_sqlite():
+    """A sqlite database placement-manage has synced, once per process.
+
+    The sync takes over a second; each server on sqlite starts from a copy.
+    """
+    directory = tempfile.mkdtemp(prefix='placement-', dir=_PROCESS_TEMP)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = os.path.join(directory, 'placement.sqlite')
+    _configure(directory, 'sqlite:///' + path)
+    _db_sync(directory)
+    return path
+
+
 class PlacementServer(fixtures.Fixture):
     """Starts placement on 127.0.0.1; ``endpoint`` is its URL."""
 
@@ -64,17 +99,14 @@ class PlacementServer(fixtures.Fixture):
 
     def _setUp(self):
         self.dir = self.useFixture(fixtures.TempDir()).path
-        db_url = self.db_url or 'sqlite:///%s' % os.path.join(
-            self.dir, 'placement.sqlite')
-        with open(os.path.join(self.dir, 'placement.conf'), 'w') as conf:
-            conf.write('[api]\nauth_strategy = noauth2\n'
-                       '[placement_database]\nconnection = %s\n' % db_url)
+        if self.db_url:
+            _configure(self.dir, self.db_url)
+            _db_sync(self.dir)
+        else:
+            path = os.path.join(self.dir, 'placement.sqlite')
+            shutil.copyfile(_synced_sqlite(), path)
+            _configure(self.dir, 'sqlite:///' + path)
         env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self.dir)
-        bin_dir = sysconfig.get_path('scripts')
-        subprocess.run(
-            [os.path.join(bin_dir, 'placement-manage'), '--config-dir',
-             self.dir, 'db', 'sync'], check=True, env=env,
-            capture_output=True)
         port = free_port()
         self.endpoint = 'http://127.0.0.1:%d' % port
         self.log = open(os.path.join(self.dir, 'gunicorn.log'), 'w')
