@@ -174,8 +174,10 @@ def kolla_like_venv(path):
                     os.path.join(source, 'nova_pcpu_ext'),
                     ignore=shutil.ignore_patterns('__pycache__'))
     dist = os.path.join(path, 'dist')
+    # NOTE: the copy has no git history for pbr to take a version from.
     run(sys.executable, '-m', 'build', '--sdist', '--no-isolation',
-        '--outdir', dist, source)
+        '--outdir', dist, source,
+        PBR_VERSION=metadata.version('nova-pcpu-ext'))
     (sdist,) = os.listdir(dist)
     plugins = os.path.join(path, 'plugins')
     # NOTE: kolla accepts a plugin only as a directory or a tar archive.
@@ -200,10 +202,14 @@ def kolla_like_venv(path):
     return venv
 
 
-def run(*command):
-    """The output of ``command``; its error output if it fails."""
+def run(*command, **environ):
+    """The output of ``command``; its error output if it fails.
+
+    ``environ`` adds to the environment of the command.
+    """
     result = subprocess.run(command, capture_output=True, text=True,
-                            timeout=600, stdin=subprocess.DEVNULL)
+                            timeout=600, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, **environ))
     if result.returncode:
         raise AssertionError('%s failed: %s' % (' '.join(command),
                                                 result.stderr))

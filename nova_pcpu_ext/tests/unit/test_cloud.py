@@ -267,6 +267,18 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
             'stop of compute-ht', 'ext', self.START, self.START + 6)])
         self.assertEqual([], unexpected)
 
+    def test_a_build_during_a_graceful_shutdown_in_its_stop_only(self):
+        self.write('ext-compute-ht.log', (
+            '2026-01-01 00:00:05.000 7 ERROR oslo_messaging.rpc.server [-] '
+            'Exception during message handling: RuntimeError: Cannot create '
+            'the long_task thread pool executor because shutdown has been '
+            'started.\n'))
+        for stop, unexpected_records in (
+                (('stop of compute-ht', 'ext', self.START, None), 0),
+                (('stop of compute-noht', 'ext', self.START, None), 1)):
+            unexpected, _ = logs.unexpected_errors(self.dir, events=[stop])
+            self.assertEqual(unexpected_records, len(unexpected), stop)
+
     def test_a_restart_record_is_excused_whatever_code_ran(self):
         # Nova's conductor times out on a scheduler that stopped: the same
         # on stock or ext, and judged by the scheduler's stop alone.
