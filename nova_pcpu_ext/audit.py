@@ -37,8 +37,6 @@ WARNING = 'warning'
 
 #: Attempts to write one provider's inventory against concurrent writers.
 WRITE_ATTEMPTS = 5
-#: Hosts whose servers are looked up at a time.
-READERS = 8
 
 #: Resource classes whose ratio the ``allocation_ratios`` rule decides.
 RULED = tuple(rc for rc, _stem, _default in allocation_ratios.RATIOS)
@@ -83,6 +81,29 @@ def providers(placement, compute, host=None, provider=None):
     return found
 
 
+def _quiet(what, done, total):
+    """A ``progress`` that reports nothing."""
+
+
+def read_all(read, items, progress=_quiet, what=''):
+    """``[read(item) for item in items]``, :data:`~clients.READERS` at a time.
+
+    ``progress(what, done, total)`` after each. The first failure is
+    raised once the reads before it are done; reads not started by then
+    never start.
+    """
+    pool = concurrent.futures.ThreadPoolExecutor(clients.READERS)
+    try:
+        futures = [pool.submit(read, item) for item in items]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            progress(what, len(results), len(futures))
+        return results
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 def fix_ratios(conf, overrides=None):
     """``{resource class: ratio}`` a fix writes.
 
@@ -106,8 +127,12 @@ def _bad_ratios(inventories):
             yield rc, ratio, WARNING
 
 
-def audit_inventories(placement, ratios, fix=False, targets=None):
+def audit_inventories(placement, ratios, fix=False, targets=None,
+                      progress=_quiet):
     """Findings for providers' allocation ratios, repaired if ``fix``.
+
+    Every inventory is read in parallel; those to repair are written one
+    provider at a time.
 
     :param ratios: ``{resource class: ratio}`` to write, see
         :func:`fix_ratios`.
@@ -115,10 +140,14 @@ def audit_inventories(placement, ratios, fix=False, targets=None):
     """
     if targets is None:
         targets = placement.providers()
+    found = read_all(
+        lambda provider: _audit_provider(placement, provider, ratios, False),
+        targets, progress, 'reading inventories')
     findings = []
-    for provider in targets:
+    for provider, on_provider in zip(targets, found):
         try:
-            findings += _audit_provider(placement, provider, ratios, fix)
+            findings += (_audit_provider(placement, provider, ratios, True)
+                         if fix and on_provider else on_provider)
         except exception.ServiceError as error:
             fixed = sum(finding.fixed for finding in findings)
             if not fixed:
@@ -181,7 +210,7 @@ def _ratio_finding(provider, rc, bad_ratio, ratios, fixed, now):
                    provider['uuid'], problem, action, fixed=fixed)
 
 
-def ratio_changes(placement, conf):
+def ratio_changes(placement, conf, progress=_quiet):
     """Findings for usable ratios the ``allocation_ratios`` rule changes.
 
     What a compute with this nova.conf would write, provider by provider:
@@ -191,12 +220,14 @@ def ratio_changes(placement, conf):
     :func:`audit_inventories`' findings.
     """
     allocation_ratios.validate_ratio_options(conf)
+    roots = [provider for provider in placement.providers()
+             if provider.get('root_provider_uuid', provider['uuid']) ==
+             provider['uuid']]
+    held_inventories = read_all(
+        lambda provider: placement.inventories(provider['uuid'])[1], roots,
+        progress, 'reading inventories')
     findings = []
-    for provider in placement.providers():
-        if provider.get('root_provider_uuid', provider['uuid']) != (
-                provider['uuid']):
-            continue
-        _generation, inventories = placement.inventories(provider['uuid'])
+    for provider, inventories in zip(roots, held_inventories):
         held = {rc: inventory.get('allocation_ratio', 1.0)
                 for rc, inventory in inventories.items()}
         wanted = allocation_ratios.configured_ratios(conf, held)
@@ -262,16 +293,31 @@ def _policy(specs, properties, name):
     return specs.get('hw:' + name, properties.get('hw_' + name))
 
 
+def _image_properties(server, compute):
+    """``(image properties of the server's request, image asked or None)``.
+
+    Those Nova stored when the server was created, where the Compute API
+    shows them (microversion 2.98); before, the image's current ones, and
+    the image to tell whether they changed since. A server booted from a
+    volume has no image to ask; a deleted image tells nothing.
+    """
+    image = server.get('image')
+    if not image:
+        return {}, None
+    if 'properties' in image:
+        return image['properties'], None
+    image = compute.image(image['id'])
+    return (image['metadata'], image) if image else ({}, None)
+
+
 def isolate_reason(server, compute):
     """``(why the server's request forbids hyperthreads, why unsure)``.
 
     An explicit forbidden trait counts as the isolate thread policy does;
-    the flavor's thread policy wins over the image's, as in Nova. Nova
-    keeps the image properties a server was booted with; the Compute API
-    shows only the image's current ones, so where they decide and the
-    image changed after the server was created, the answer is unsure.
-    A server booted from a volume has no image to ask; a deleted image
-    tells nothing.
+    the flavor's thread policy wins over the image's, as in Nova. Where
+    the Compute API shows only the image's current properties, they
+    decide, and the image changed after the server was created, the
+    answer is unsure.
     """
     specs = server['flavor']['extra_specs']
     if specs.get('trait:%s' % HYPERTHREADING) == 'forbidden':
@@ -279,16 +325,13 @@ def isolate_reason(server, compute):
     if 'hw:cpu_thread_policy' in specs:
         return ('flavor hw:cpu_thread_policy=isolate'
                 if specs['hw:cpu_thread_policy'] == 'isolate' else ''), ''
-    image = _image(server, compute)
-    if not image:
-        return '', ''
-    properties = image['metadata']
+    properties, image = _image_properties(server, compute)
     reason = ('image hw_cpu_thread_policy=isolate' if
               properties.get('hw_cpu_thread_policy') == 'isolate' else '')
     pinned = (_policy(specs, properties, 'cpu_policy') or
               properties.get('hw_cpu_thread_policy'))
     # NOTE: both are ISO 8601 UTC timestamps of the Compute API.
-    if pinned and (image.get('updated') or '') > server['created']:
+    if image and pinned and (image.get('updated') or '') > server['created']:
         return reason, 'image %s changed after the server was created' % (
             image['id'])
     return reason, ''
@@ -300,57 +343,75 @@ def _hosts_matching(hosts, host):
             if host in (node, service_host)}
 
 
-def isolate_servers(placement, compute, host=None):
+def isolate_servers(placement, compute, host=None, progress=_quiet):
     """An :class:`IsolateScan` of the hyperthreaded hosts.
 
-    Only hyperthreaded providers with allocations are asked about their
-    servers, :data:`READERS` hosts at a time, one listing each after one
-    listing of the compute nodes' hosts; a consumer the listing missed is
-    asked about alone.
+    The consumers of every hyperthreaded provider are read from placement,
+    then found in one listing of the cloud's servers (of the host's, with
+    ``host``); a consumer the listing missed is asked about alone.
 
     :param host: only this compute host (as the Compute API names
         services) or compute node.
     :raises NotFound: if no compute host or node has that name.
     """
     hyperthreaded = placement.providers(required=HYPERTHREADING)
-    if not (hyperthreaded or host):
-        return IsolateScan([], {})
+    if host:
+        hosts = _node_hosts(compute)
+        nodes = _hosts_matching(hosts, host) | {host}
+        hyperthreaded = [p for p in hyperthreaded if p['name'] in nodes]
+        if not hyperthreaded:
+            providers(placement, compute, host)  # unknown, or no HT there
+    consumers = read_all(lambda provider: placement.allocations(
+        provider['uuid']), hyperthreaded, progress, 'reading allocations')
+    # ``[(provider, its consumers)]`` of the providers with consumers.
+    used = [item for item in zip(hyperthreaded, consumers) if item[1]]
+    wanted = {consumer for _provider, on_provider in used
+              for consumer in on_provider}
+    if not wanted:
+        listed = {}
+    elif host:
+        # A provider is named after its compute node; for a node the
+        # Compute API does not list, the name is the best guess of its
+        # host.
+        listed = {server['id']: server for provider, _consumers in used
+                  for server in compute.servers_on_node(
+                      provider['name'], hosts.get(provider['name'],
+                                                  provider['name']))}
+    else:
+        listed = compute.servers(wanted, lambda count: progress(
+            'listing servers', count, None))
+    missing = sorted(wanted - set(listed))
+    listed.update(zip(missing, read_all(compute.server, missing, progress,
+                                        'asking for servers not listed')))
+    scans = read_all(
+        lambda item: _scan_provider(placement, compute, listed, *item),
+        used, progress, 'reading the allocations of servers found')
+    return IsolateScan(
+        [found for on_host, _unseen in scans for found in on_host],
+        {provider['name']: unseen for (provider, _consumers), (_found, unseen)
+         in zip(used, scans) if unseen})
+
+
+def _node_hosts(compute):
+    """``{compute node: its host}``, or {} while a cell is down."""
     try:
-        hosts = compute.node_hosts()
+        return compute.node_hosts()
     except exception.ServiceError:
         # NOTE: Nova lists compute nodes cell by cell and fails as a whole
         # when one cell is down. The listing only saves look-ups: without
         # it, each provider's name stands for its host and each server the
         # host's listing misses is asked about alone.
-        hosts = {}
-    if host:
-        nodes = _hosts_matching(hosts, host) | {host}
-        hyperthreaded = [p for p in hyperthreaded if p['name'] in nodes]
-        if not hyperthreaded:
-            providers(placement, compute, host)  # unknown, or no HT there
-    with concurrent.futures.ThreadPoolExecutor(READERS) as pool:
-        scans = list(pool.map(
-            lambda provider: _scan_provider(placement, compute, hosts,
-                                            provider), hyperthreaded))
-    return IsolateScan(
-        [found for on_host, _unseen in scans for found in on_host],
-        {provider['name']: unseen for provider, (_found, unseen)
-         in zip(hyperthreaded, scans) if unseen})
+        return {}
 
 
-def _scan_provider(placement, compute, hosts, provider):
-    """``([IsolateServer], [unseen consumer])`` of one provider."""
-    consumers = placement.allocations(provider['uuid'])
-    if not consumers:
-        return [], []
-    # A provider is named after its compute node; for a node the Compute
-    # API does not list, the name is the best guess of its host.
-    node = provider['name']
-    listed = {server['id']: server for server in
-              compute.servers_on_node(node, hosts.get(node, node))}
+def _scan_provider(placement, compute, listed, provider, consumers):
+    """``([IsolateServer], [unseen consumer])`` of one provider.
+
+    :param listed: ``{UUID: server or None}`` of every consumer.
+    """
     found, unseen = [], []
     for consumer in consumers:
-        server = listed.get(consumer) or compute.server(consumer)
+        server = listed[consumer]
         if server is None:
             continue  # a migration's allocation, or one left behind
         if server['status'] == 'UNKNOWN':
@@ -380,16 +441,10 @@ def _scan_provider(placement, compute, hosts, provider):
     return isolate_servers, unseen
 
 
-def _image(server, compute):
-    """The server's image, or None (booted from a volume, or deleted)."""
-    return server.get('image') and compute.image(server['image']['id'])
-
-
 def _cpu_policy(server, compute, name):
     """The server's ``cpu_policy`` or ``cpu_thread_policy``, as Nova's."""
-    image = _image(server, compute)
-    return _policy(server['flavor']['extra_specs'],
-                   image['metadata'] if image else {}, name)
+    properties, _image = _image_properties(server, compute)
+    return _policy(server['flavor']['extra_specs'], properties, name)
 
 
 def destination_requests(found, forbid_trait=False):

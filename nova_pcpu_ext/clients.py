@@ -19,6 +19,7 @@ number of times (see :data:`RETRIES`).
 """
 
 import copy
+import threading
 import urllib.parse
 
 from keystoneauth1 import adapter as ks_adapter
@@ -40,6 +41,11 @@ NODE_CLASSES = ('PCPU', 'VCPU')
 #: 2.47 embeds the flavor in a server, 2.84 names the error of an instance
 #: action's event; Nova 2024.1 serves up to 2.96.
 COMPUTE_VERSION = '2.84'
+#: Servers show the image properties Nova stored when they were created
+#: (``image.properties``), where the Compute API offers it (Nova 2025.1).
+IMAGE_PROPERTIES_VERSION = '2.98'
+#: Servers per page of a listing: Nova's default [api] max_limit.
+PAGE = 1000
 #: The last Compute API microversion with the image proxy.
 IMAGE_PROXY_VERSION = '2.35'
 #: Seconds per request unless [placement] timeout says.
@@ -50,6 +56,9 @@ DEFAULT_TIMEOUT = 30.0
 #: status_code_retries in nova.conf take precedence.
 RETRIES = 3
 RETRIABLE_STATUS_CODES = (502, 503, 504)
+#: Requests at a time of the commands' readers, and the connections kept
+#: open for them (requests keeps 10 by default, and drops the rest).
+READERS = 16
 #: No retry: what the request changes might be done twice.
 NO_RETRY = {'connect_retries': 0, 'status_code_retries': 0}
 
@@ -85,6 +94,9 @@ def connect(conf, read_only=False):
             'of nova.conf')
     if session.timeout is None:
         session.timeout = DEFAULT_TIMEOUT
+    for http_adapter in session.session.adapters.values():
+        # Rebuilt with room for every reader; TLS settings stay.
+        http_adapter.init_poolmanager(READERS, READERS)
     try:
         # Once, up front: a failure here is the identity service's.
         session.get_token(auth)
@@ -247,6 +259,8 @@ class Placement(Service):
     def __init__(self, adapter, read_only=False):
         super().__init__(adapter, PLACEMENT_VERSION)
         self._answers = {} if read_only else None
+        #: ``{query: compute node}``: each destination query once a run.
+        self._candidates = {}
 
     def get(self, url, *keys, **kwargs):
         if self._answers is None:
@@ -325,9 +339,14 @@ class Placement(Service):
             # NOTE: placement needs a policy for several numbered groups;
             # Nova's default too.
             query['group_policy'] = 'none'
+        url = _with_query('/allocation_candidates', query)
+        if url not in self._candidates:
+            self._candidates[url] = self._candidate(url)
+        return self._candidates[url]
+
+    def _candidate(self, url):
         candidates, summaries = self.get(
-            _with_query('/allocation_candidates', query),
-            'allocation_requests', 'provider_summaries',
+            url, 'allocation_requests', 'provider_summaries',
             microversion=CANDIDATES_VERSION)
         if not candidates:
             return None
@@ -354,24 +373,70 @@ class Compute(Service):
     def __init__(self, adapter):
         super().__init__(adapter, COMPUTE_VERSION)
         self._images = {}
+        self._server_version = None
+        # Readers share the image cache and the version found.
+        self._lock = threading.Lock()
 
-    def _pages(self, url, key):
-        """Every item of a paginated listing."""
-        items = []
+    def server_version(self):
+        """The microversion servers are listed at, asked once.
+
+        :data:`IMAGE_PROPERTIES_VERSION` where the Compute API offers it,
+        :data:`COMPUTE_VERSION` before.
+        """
+        with self._lock:
+            if self._server_version is None:
+                version, = self.get('/', 'version')
+                try:
+                    newest = tuple(map(int, version['version'].split('.')))
+                except (TypeError, KeyError, AttributeError, ValueError):
+                    newest = ()  # no microversions: 2.84 fails clearly
+                self._server_version = (
+                    IMAGE_PROPERTIES_VERSION if newest >= (2, 98)
+                    else COMPUTE_VERSION)
+        return self._server_version
+
+    def _pages(self, url, key, **kwargs):
+        """The items of a paginated listing, page by page."""
         while url:
-            response = self.request('GET', url)
+            response = self.request('GET', url, **kwargs)
             page, = self._values(response, key)
-            items += page
+            yield page
             links = response.json().get(key + '_links', [])
             url = next((link['href'] for link in links
                         if link.get('rel') == 'next'), None)
-        return items
 
     def node_hosts(self):
         """``{compute node name: its service's host}``, in one listing."""
         return {hypervisor['hypervisor_hostname']:
-                hypervisor['service']['host'] for hypervisor in
-                self._pages('/os-hypervisors/detail', 'hypervisors')}
+                hypervisor['service']['host'] for page in
+                self._pages('/os-hypervisors/detail', 'hypervisors')
+                for hypervisor in page}
+
+    def _listed_servers(self, url):
+        """Every server of a listing, flavors embedded, page by page."""
+        for page in self._pages(url, 'servers',
+                                microversion=self.server_version()):
+            for server in page:
+                # A server of a cell that is down is listed with its UUID
+                # and status UNKNOWN only.
+                if server.get('status') != 'UNKNOWN':
+                    self._check_extra_specs(server, url)
+            yield page
+
+    def servers(self, wanted, progress=lambda listed: None):
+        """``{UUID: server}`` of the servers in ``wanted``, flavors embedded.
+
+        From one listing of the whole cloud, :data:`PAGE` servers a
+        request; ``progress(servers listed)`` after each page.
+        """
+        found, listed = {}, 0
+        for page in self._listed_servers(
+                '/servers/detail?all_tenants=1&limit=%d' % PAGE):
+            found.update((server['id'], server) for server in page
+                         if server['id'] in wanted)
+            listed += len(page)
+            progress(listed)
+        return found
 
     def servers_on_node(self, node, host):
         """Every server of a compute node, flavors embedded.
@@ -381,17 +446,16 @@ class Compute(Service):
         """
         url = '/servers/detail?all_tenants=1&host=%s' % urllib.parse.quote(
             host)
-        servers = self._pages(url, 'servers')
-        for server in servers:
-            # A server of a cell that is down is listed with its UUID and
-            # status UNKNOWN only.
-            if server.get('status') != 'UNKNOWN':
-                self._check_extra_specs(server, url)
-        return [server for server in servers if server.get(
-            'OS-EXT-SRV-ATTR:hypervisor_hostname') == node]
+        return [server for page in self._listed_servers(url)
+                for server in page if server.get(
+                    'OS-EXT-SRV-ATTR:hypervisor_hostname') == node]
 
     def server(self, uuid):
-        """A server, or None if there is none with this UUID."""
+        """A server, or None if there is none with this UUID.
+
+        At :data:`COMPUTE_VERSION`: Nova's answer for a server of a cell
+        that is down fails its own response schema from 2.98.
+        """
         response = self.request('GET', '/servers/%s' % uuid,
                                 expected=(200, 404))
         if response.status_code == 404:
@@ -410,19 +474,22 @@ class Compute(Service):
 
     def image(self, image_id):
         """An image with its ``metadata``, or None if gone; asked once."""
-        if image_id not in self._images:
-            url = '/images/%s' % image_id
-            response = self.request('GET', url, expected=(200, 404),
-                                    microversion=IMAGE_PROXY_VERSION)
-            if response.status_code == 404:
-                # Only Nova's own "not found" says that the image is gone.
-                self._values(response, 'itemNotFound')
-                self._images[image_id] = None
-            else:
-                image, = self._values(response, 'image')
-                image.setdefault('metadata', {})
-                self._images[image_id] = image
+        with self._lock:
+            if image_id not in self._images:
+                self._images[image_id] = self._image(image_id)
         return self._images[image_id]
+
+    def _image(self, image_id):
+        response = self.request('GET', '/images/%s' % image_id,
+                                expected=(200, 404),
+                                microversion=IMAGE_PROXY_VERSION)
+        if response.status_code == 404:
+            # Only Nova's own "not found" says that the image is gone.
+            self._values(response, 'itemNotFound')
+            return None
+        image, = self._values(response, 'image')
+        image.setdefault('metadata', {})
+        return image
 
     def action(self, uuid, body):
         """Start a server action, such as ``{'migrate': None}``.

@@ -14,6 +14,8 @@
 
 import logging
 import sys
+import threading
+import time
 import traceback
 
 from oslo_config import cfg
@@ -26,6 +28,8 @@ from nova_pcpu_ext import exception
 COULD_NOT_RUN = 2
 #: Exit code of an unexpected error, as oslo.upgradecheck's.
 UNEXPECTED = 255
+#: Seconds of a run before its progress is reported, and between reports.
+PROGRESS_INTERVAL = 5
 
 
 def unexpected(prog, error):
@@ -57,3 +61,28 @@ def table(headings, rows):
                                      max_width=40, align='l')
     result.add_rows(rows)
     return result
+
+
+class Progress(object):
+    """Reports the progress of a long run on stderr, never on stdout.
+
+    ``progress(what, done, total)``, from any thread, prints ``PROG: what:
+    done of total`` (``done`` alone if the total is unknown) once the run
+    has taken :data:`PROGRESS_INTERVAL` seconds, and then at most once per
+    interval: a short run prints nothing.
+    """
+
+    def __init__(self, prog):
+        self.prog = prog
+        self._reported = time.monotonic()
+        self._lock = threading.Lock()
+
+    def __call__(self, what, done, total):
+        with self._lock:
+            now = time.monotonic()
+            if now - self._reported < PROGRESS_INTERVAL:
+                return
+            self._reported = now
+        sys.stderr.write('%s: %s: %s\n' % (
+            self.prog, what, done if total is None else
+            '%d of %d' % (done, total)))

@@ -94,7 +94,7 @@ def placement_audit(args):
                               args.provider)
     findings = audit.audit_inventories(
         placement, ratios, fix=args.fix and not args.dry_run,
-        targets=targets)
+        targets=targets, progress=common.Progress(PROG))
     _print(findings, args,
            ['Severity', 'Resource provider', 'Problem', 'Action'],
            lambda f: [f.severity, '%s\n%s' % (f.provider_name,
@@ -105,7 +105,8 @@ def placement_audit(args):
 
 def heal_isolate(args):
     placement, compute = clients.connect(CONF)
-    scan = audit.isolate_servers(placement, compute, args.compute_node)
+    scan = audit.isolate_servers(placement, compute, args.compute_node,
+                                 common.Progress(PROG))
     moves = heal.plan(
         scan, placement, args.cold,
         forbid_trait=CONF.pcpu_ext.isolate_fallback_mode == 'forbid_trait',

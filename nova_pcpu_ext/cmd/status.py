@@ -204,6 +204,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         self._services = None
         self._failure = None
         self._isolate_scan = None
+        self._progress = common.Progress(PROG)
 
     def check(self):
         try:
@@ -236,7 +237,8 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _scan(self, placement, compute_api):
         if self._isolate_scan is None:
-            self._isolate_scan = audit.isolate_servers(placement, compute_api)
+            self._isolate_scan = audit.isolate_servers(
+                placement, compute_api, progress=self._progress)
         return self._isolate_scan
 
     def _isolate_check(self, legacy, judge):
@@ -270,13 +272,14 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _check_bad_ratios(self):
         return self._service_check(lambda placement, _compute: _summary(
-            audit.audit_inventories(placement, audit.fix_ratios(CONF)),
+            audit.audit_inventories(placement, audit.fix_ratios(CONF),
+                                    progress=self._progress),
             'Bad allocation ratios', 'Run %s placement audit for the list '
             'and placement audit --fix to repair them.' % MANAGE))
 
     def _check_ratio_changes(self):
         return self._service_check(lambda placement, _compute: _summary(
-            audit.ratio_changes(placement, CONF),
+            audit.ratio_changes(placement, CONF, self._progress),
             'Allocation ratios the allocation_ratios rule of this nova.conf '
             'changes', 'A ratio set in nova.conf overrides the one placement '
             'holds, with or without the plugin: unset it on the computes '

@@ -155,7 +155,9 @@ class FaultyProxy(fixtures.Fixture):
         super().__init__()
         self.upstream = endpoint
         self.respond = respond
+        #: ``(method, path, status or answer)`` of each request, in order.
         self.statuses = []
+        self.lock = threading.Lock()
 
     def _setUp(self):
         proxy = self
@@ -165,7 +167,9 @@ class FaultyProxy(fixtures.Fixture):
                 body = self.rfile.read(
                     int(self.headers.get('Content-Length') or 0))
                 answer = proxy.respond(self.command, self.path)
-                proxy.statuses.append((self.command, self.path, answer))
+                with proxy.lock:
+                    index = len(proxy.statuses)
+                    proxy.statuses.append((self.command, self.path, answer))
                 if answer == proxy.DROP:
                     self.close_connection = True
                     return
@@ -174,7 +178,8 @@ class FaultyProxy(fixtures.Fixture):
                         self.command, proxy.upstream + self.path, data=body,
                         headers=dict(self.headers), timeout=30)
                     status, content = response.status_code, response.content
-                    proxy.statuses[-1] = (self.command, self.path, status)
+                    proxy.statuses[index] = (self.command, self.path,
+                                             status)
                 elif isinstance(answer, tuple):
                     status, content = answer[0], json.dumps(
                         answer[1]).encode()
@@ -251,8 +256,13 @@ class ComputeApiOverHttp(fixtures.Fixture):
 
     def _setUp(self):
         app = nova_wsgi.Loader().load_app('osapi_compute')
+        #: The path and query of every request, in order.
+        self.requests = []
 
         def authenticate(environ, start_response):
+            self.requests.append(environ['PATH_INFO'] + (
+                '?' + environ['QUERY_STRING'] if environ.get('QUERY_STRING')
+                else ''))
             if environ.get('HTTP_X_AUTH_TOKEN') != TOKEN:
                 start_response('401 Unauthorized', [])
                 return [b'']
@@ -286,7 +296,8 @@ class OperatorCommandTestBase(base.ExtensionTestBase):
             'nova.tests.functional.fixtures.PlacementFixture',
             lambda: placement))
         super().setUp()
-        compute_api = self.useFixture(ComputeApiOverHttp())
+        self.compute_api = compute_api = self.useFixture(
+            ComputeApiOverHttp())
         self.placement_server = placement.server
         self.status = Command(self, 'nova-pcpu-ext-status',
                               placement.server.endpoint, compute_api.endpoint)

@@ -14,15 +14,20 @@
 
 from nova_pcpu_ext.tests.functional import base  # noqa: F401  isort:skip
 
+import collections
 import datetime
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
+import uuid
 
 import ddt
 import fixtures
+from nova.api.openstack import api_version_request
 from nova.tests import fixtures as nova_fixtures
 import testtools
 
@@ -43,6 +48,10 @@ CHECKS = ('Configuration', 'Placement allocation ratios',
           'Allocation ratios to be changed',
           'Servers that forbid hyperthreads on hyperthreaded hosts',
           'Servers that forbid hyperthreads and can hardly move')
+#: Servers show the image properties Nova stored at boot (microversion
+#: 2.98, from Nova 2025.1).
+STORED_IMAGE_PROPERTIES = api_version_request.max_api_version() >= (
+    api_version_request.APIVersionRequest('2.98'))
 
 
 def check(status, **kwargs):
@@ -479,7 +488,8 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
                                  'of 1 hyperthreaded hosts (compute1): is a '
                                  'cell down?'), checks[name])
 
-    def test_an_image_changed_after_boot_is_unsure(self):
+    def test_an_image_changed_after_boot(self):
+        """Unsure, unless the server shows what Nova scheduled it with."""
         self.start_hyperthreaded_host()
         image = self.isolate_image()
         server = self._create_server(image_uuid=image['id'],
@@ -491,6 +501,13 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
 
         code, checks = self.isolate_checks()
 
+        if STORED_IMAGE_PROPERTIES:
+            self.assertEqual(2, code)
+            self.assertIn('1 servers that forbid hyperthreads run on '
+                          'hyperthreaded hosts (bug 1889633): %s on compute1 '
+                          '(image hw_cpu_thread_policy=isolate)' %
+                          server['id'], checks[CHECKS[3]][1])
+            return
         self.assertEqual(1, code)
         self.assertEqual(
             (1, '1 servers are unsure: %s on compute1: image %s changed '
@@ -511,3 +528,96 @@ class ExtensionIsolateChecksTest(_IsolateChecksBase):
 
         self.assertEqual((0, {name: (0, None) for name in CHECKS}),
                          (code, checks))
+
+
+class RequestCountTest(_IsolateChecksBase):
+    """What a run asks grows with the servers found, not with the hosts."""
+
+    extension = False
+
+    def setUp(self):
+        super().setUp()
+        self.proxy = self.useFixture(FaultyProxy(
+            self.placement_server.endpoint, self.respond))
+        self.status = Command(self, PROG, self.proxy.endpoint,
+                              self.compute_api.endpoint)
+        #: Seconds the first request for allocations is held.
+        self.hold_allocations = 0
+
+    def respond(self, method, path):
+        if self.hold_allocations and path.endswith('/allocations'):
+            time.sleep(self.hold_allocations)
+            self.hold_allocations = 0
+
+    def seed(self):
+        """Two hosts with an isolate server each; three more providers."""
+        self.admin_api.microversion = '2.74'
+        flavor = self._create_flavor(vcpu=1, extra_spec=ISOLATE)
+        servers = []
+        for host in ('compute1', 'compute2'):
+            self.start_hyperthreaded_host(host)
+            servers.append(self._create_server(
+                flavor_id=flavor, host=host, networks='none',
+                api=self.admin_api))
+        placement = operator_commands.Placement(self.placement_server)
+        for n in range(3):
+            rp_uuid = placement.provider('seeded%d' % n, {
+                'VCPU': {'total': 8}, 'PCPU': {'total': 4}},
+                traits=['HW_CPU_HYPERTHREADING'])
+        # A consumer that is no server, as a migration's.
+        self.migration = str(uuid.uuid4())
+        placement.call('PUT', '/allocations/%s' % self.migration, {
+            'allocations': {rp_uuid: {'resources': {'VCPU': 1}}},
+            'project_id': str(uuid.uuid4()), 'user_id': str(uuid.uuid4())})
+        return servers
+
+    def test_each_answer_once_one_listing_the_same_findings(self):
+        servers = self.seed()
+
+        code, checks = self.isolate_checks()
+
+        self.assertEqual(2, code, checks)
+        for server in servers:
+            self.assertIn(server['id'], checks[CHECKS[3]][1])
+        asked = [path for _method, path, _status in self.proxy.statuses]
+        self.assertEqual(len(asked), len(set(asked)), self.proxy.statuses)
+        # Five providers, all hyperthreaded; two servers found.
+        kinds = collections.Counter(
+            re.sub('[0-9a-f-]{36}', 'ID', path) for path in asked)
+        self.assertEqual({
+            '/resource_providers': 1,
+            '/resource_providers?required=HW_CPU_HYPERTHREADING': 1,
+            '/resource_providers/ID/inventories': 5,
+            '/resource_providers/ID/allocations': 5,
+            '/allocations/ID': 2}, dict(kinds))
+        images = ['/v2.1/images/%s' % servers[0]['image']['id']]
+        self.assertEqual(
+            ['/v2.1/', '/v2.1/servers/detail?all_tenants=1&limit=1000',
+             '/v2.1/servers/%s' % self.migration] +
+            ([] if STORED_IMAGE_PROPERTIES else images),
+            self.compute_api.requests)
+
+        # The listing of each host is what each host's scan read before:
+        # the plans are the same.
+        plans = [self.manage.json('heal', 'isolate', '--dry-run', *args)
+                 for args in [()] + [('--host', host) for host in (
+                     'compute1', 'compute2', 'seeded0', 'seeded1',
+                     'seeded2')]]
+        code, whole = plans[0]
+        self.assertEqual(2, len(whole))
+        self.assertEqual(code, max(code for code, _plan in plans[1:]))
+        self.assertEqual(sorted(whole, key=str), sorted(
+            (move for _code, plan in plans[1:] for move in plan), key=str))
+
+    def test_progress_of_a_long_run_on_stderr(self):
+        self.seed()
+        self.hold_allocations = 6
+
+        result = self.status('upgrade', 'check', '--json')
+
+        self.assertEqual(2, result.returncode, result.stderr)
+        json.loads(result.stdout)
+        lines = result.stderr.splitlines()
+        self.assertTrue(lines)
+        for line in lines:
+            self.assertRegex(line, r'^%s: [a-z ]+: \d+( of \d+)?$' % PROG)

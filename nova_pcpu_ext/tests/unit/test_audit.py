@@ -11,6 +11,7 @@
 # under the License.
 
 import copy
+import dataclasses
 import math
 
 import ddt
@@ -161,9 +162,12 @@ class AuditInventoriesTest(base.TestCase):
             {'uuid': 'rp-uuid', 'name': 'compute1'},
             {'uuid': 'other', 'name': 'compute2'}]
         inventories = placement.inventories
+        reads = []
 
         def fail_for_other(uuid):
-            if uuid == 'other':
+            # Read to find what to fix, then to fix it: it fails then.
+            reads.append(uuid)
+            if reads.count('other') == 2:
                 raise exception.ServiceError('placement: GET ...: 503.')
             return inventories(uuid)
 
@@ -214,10 +218,13 @@ class RatioChangesTest(base.TestCase):
 
 
 class FakeCompute(object):
-    """Servers per node; counts the listings and single look-ups."""
+    """Servers per node; counts the listings and single look-ups.
+
+    A listing of the whole cloud is ``'all'`` in ``listings``.
+    """
 
     def __init__(self, servers, images=None, hosts=None):
-        self.servers = {server['id']: server for server in servers}
+        self.by_uuid = {server['id']: server for server in servers}
         self.images = images or {}
         self.hosts = hosts or {'compute1': 'host1'}
         self.listings = []
@@ -226,14 +233,20 @@ class FakeCompute(object):
     def node_hosts(self):
         return self.hosts
 
+    def servers(self, wanted, progress):
+        self.listings.append('all')
+        progress(len(self.by_uuid))
+        return {uuid: server for uuid, server in self.by_uuid.items()
+                if uuid in wanted}
+
     def servers_on_node(self, node, host):
         self.listings.append(host)
-        return [s for s in self.servers.values()
+        return [s for s in self.by_uuid.values()
                 if s.get('OS-EXT-SRV-ATTR:hypervisor_hostname') == node]
 
     def server(self, uuid):
         self.looked_up.append(uuid)
-        return self.servers.get(uuid)
+        return self.by_uuid.get(uuid)
 
     def image(self, image_id):
         return self.images.get(image_id)
@@ -318,6 +331,20 @@ class IsolateReasonTest(base.TestCase):
             server('a', image=image_id, **extra_specs),
             FakeCompute([], self.IMAGES)))
 
+    @ddt.data(({'hw_cpu_thread_policy': 'isolate'},
+               'image hw_cpu_thread_policy=isolate'), ({}, ''))
+    @ddt.unpack
+    def test_stored_image_properties_are_never_unsure(self, properties,
+                                                      reason):
+        """Where the server shows what Nova scheduled it with (2.98)."""
+        pinned = server('a', image='changed', **{'hw:cpu_policy':
+                                                 'dedicated'})
+        pinned['image']['properties'] = properties
+        compute = FakeCompute([], self.IMAGES)
+        compute.image = None  # not to be asked
+
+        self.assertEqual((reason, ''), audit.isolate_reason(pinned, compute))
+
 
 class IsolateServersTest(base.TestCase):
 
@@ -348,17 +375,45 @@ class IsolateServersTest(base.TestCase):
         self.assertEqual(['migration'], compute.looked_up)
         self.assertEqual({}, scan.unseen)
 
-    def test_one_listing_per_host_with_consumers(self):
+    def test_one_listing_of_the_cloud(self):
         placement = fake_placement({
             'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}, 'b': {'VCPU': 1}}),
-            'compute2': ({'VCPU': {}}, {})})
-        compute = FakeCompute([server('a', **ISOLATE), server('b')])
+            'compute2': ({'VCPU': {}}, {'c': {'VCPU': 1}}),
+            'compute3': ({'VCPU': {}}, {})})
+        compute = FakeCompute([server('a', **ISOLATE), server('b'),
+                               server('c', node='compute2', **ISOLATE)])
+        progress = []
 
-        scan = audit.isolate_servers(placement, compute)
+        scan = audit.isolate_servers(placement, compute,
+                                     progress=lambda *args: progress.append(
+                                         args))
 
-        self.assertEqual(['host1'], compute.listings)
-        self.assertEqual([('a', True)],
+        self.assertEqual(['all'], compute.listings)
+        self.assertEqual([('a', True), ('c', True)],
                          [(f.server['id'], f.legacy) for f in scan.found])
+        self.assertIn(('reading allocations', 3, 3), progress)
+        self.assertIn(('listing servers', 3, None), progress)
+
+    def test_no_listing_without_consumers(self):
+        placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
+        compute = FakeCompute([server('a', **ISOLATE)])
+        self.assertEqual(([], {}), dataclasses.astuple(
+            audit.isolate_servers(placement, compute)))
+        self.assertEqual([], compute.listings)
+
+    def test_one_host_listed_alone(self):
+        placement = fake_placement({
+            'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
+            'compute2': ({'VCPU': {}}, {'b': {'VCPU': 1}})})
+        compute = FakeCompute([server('a', **ISOLATE),
+                               server('b', node='compute2', **ISOLATE)],
+                              hosts={'compute1': 'host1',
+                                     'compute2': 'host2'})
+
+        scan = audit.isolate_servers(placement, compute, host='host2')
+
+        self.assertEqual(['host2'], compute.listings)
+        self.assertEqual(['b'], [f.server['id'] for f in scan.found])
 
     def test_legacy_isolation_is_isolate_on_a_host_without_pcpu(self):
         """As Nova pins one thread per core there, for isolate only."""
@@ -414,15 +469,24 @@ class IsolateServersTest(base.TestCase):
             dict(server('b', **ISOLATE), status='UNKNOWN',
                  **{'OS-EXT-SRV-ATTR:hypervisor_hostname': None}),
             server('c', **ISOLATE)])
-        del compute.servers['c']['OS-EXT-SRV-ATTR:hypervisor_hostname']
+        del compute.by_uuid['c']['OS-EXT-SRV-ATTR:hypervisor_hostname']
 
         scan = audit.isolate_servers(placement, compute)
 
         self.assertEqual(['a', 'c'], [f.server['id'] for f in scan.found])
         self.assertEqual({'compute2': ['b']}, scan.unseen)
-        # compute2 is not a node the Compute API lists: its name is the
-        # best guess of its host.
-        self.assertEqual({'host1', 'compute2'}, set(compute.listings))
+        self.assertEqual([], compute.looked_up)
+
+    def test_a_host_of_a_node_the_compute_api_does_not_list(self):
+        placement = fake_placement({
+            'compute2': ({'VCPU': {}}, {'c': {'VCPU': 1}})})
+        compute = FakeCompute([server('c', node='compute2', **ISOLATE)])
+
+        scan = audit.isolate_servers(placement, compute, host='compute2')
+
+        # Its name is the best guess of its host.
+        self.assertEqual(['compute2'], compute.listings)
+        self.assertEqual(['c'], [f.server['id'] for f in scan.found])
 
     def test_one_host_by_service_host_or_node(self):
         placement = fake_placement({

@@ -117,6 +117,14 @@ class ServiceErrorTest(base.TestCase):
         self.assertEqual('placement 1.36', self.requests.request_history[
             0].headers['OpenStack-API-Version'])
 
+    def test_each_candidate_query_once(self):
+        self.requests.get(ENDPOINT + '/allocation_candidates', json={
+            'allocation_requests': [], 'provider_summaries': {}})
+        for _ in range(2):
+            for groups in ([{'PCPU': 2}], [{'PCPU': 4}]):
+                self.assertIsNone(self.placement.candidate(groups, ('!X',)))
+        self.assertEqual(2, self.requests.call_count)
+
     def test_candidate_of_nested_and_sharing_providers(self):
         """The compute node is named, not a child or a sharing provider."""
         self.requests.get(ENDPOINT + '/allocation_candidates', json={
@@ -163,10 +171,56 @@ class ComputeTest(base.TestCase):
         super().setUp()
         self.requests = self.useFixture(rm_fixture.Fixture())
         self.compute = clients.Compute(adapter('compute'))
+        self.newest('2.96')  # Nova 2024.1's
+
+    def newest(self, version):
+        """The Compute API's newest microversion is ``version``."""
+        self.requests.get(ENDPOINT + '/', json={'version': {
+            'id': 'v2.1', 'version': version, 'min_version': '2.1'}})
 
     def server(self, uuid, node):
         return {'id': uuid, 'OS-EXT-SRV-ATTR:hypervisor_hostname': node,
                 'flavor': {'extra_specs': {}}}
+
+    def test_every_server_wanted_from_one_listing(self):
+        url = ENDPOINT + '/servers/detail?all_tenants=1&limit=1000'
+        self.requests.get(url, json={
+            'servers': [self.server('a', 'compute1'),
+                        self.server('b', 'compute2')],
+            'servers_links': [{'rel': 'next', 'href': url + '&marker=b'}]})
+        self.requests.get(url + '&marker=b', json={
+            'servers': [self.server('c', 'compute1')]})
+        listed = []
+
+        servers = self.compute.servers({'a', 'c', 'gone'}, listed.append)
+
+        self.assertEqual(['a', 'c'], sorted(servers))
+        self.assertEqual([2, 3], listed)
+        # The version document, then two pages.
+        self.assertEqual(3, self.requests.call_count)
+
+    def test_servers_listed_with_their_image_properties_where_offered(self):
+        url = ENDPOINT + '/servers/detail?all_tenants=1&host=host1'
+        for newest, used in (('2.97', '2.84'), ('2.98', '2.98'),
+                             ('2.104', '2.98')):
+            self.compute = clients.Compute(adapter('compute'))
+            self.newest(newest)
+            self.requests.get(url, json={'servers': []})
+            self.requests.get(ENDPOINT + '/servers/s', json={'server': {
+                'id': 's'}})
+            for _ in range(2):
+                self.compute.servers_on_node('compute1', 'host1')
+                self.assertEqual('compute ' + used,
+                                 self.requests.last_request.headers[
+                                     'OpenStack-API-Version'])
+            # Alone, as Nova shows servers of a cell that is down.
+            self.compute.server('s')
+            self.assertEqual('compute 2.84', self.requests.last_request
+                             .headers['OpenStack-API-Version'])
+        # The version document is read once per client.
+        self.assertEqual(['/', '/servers/detail', '/servers/detail',
+                          '/servers/s'],
+                         [r.path for r in self.requests.request_history[-4:]])
 
     def test_servers_of_one_node_page_by_page(self):
         url = ENDPOINT + '/servers/detail?all_tenants=1&host=host1'

@@ -11,11 +11,14 @@
 # under the License.
 
 import argparse
+import io
+from unittest import mock
 
 import ddt
 import fixtures
 
 from nova_pcpu_ext import audit
+from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext.cmd import manage
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import heal
@@ -34,6 +37,22 @@ class RatioOptionTest(base.TestCase):
     def test_invalid(self, text):
         self.assertRaises(argparse.ArgumentTypeError,
                           manage._ratio_override, text)
+
+
+class ProgressTest(base.TestCase):
+
+    def test_quiet_for_5_seconds_then_once_per_5_seconds(self):
+        stderr = self.useFixture(fixtures.MonkeyPatch('sys.stderr',
+                                                      io.StringIO())).new_value
+        with mock.patch('time.monotonic', return_value=100.0) as now:
+            progress = common.Progress('prog')
+            for seconds, done in ((4.9, 1), (5.0, 2), (9.9, 3), (10.0, 4),
+                                  (15.5, 5)):
+                now.return_value = 100.0 + seconds
+                progress('reading', done, None if done == 5 else 9)
+
+        self.assertEqual('prog: reading: 2 of 9\nprog: reading: 4 of 9\n'
+                         'prog: reading: 5\n', stderr.getvalue())
 
 
 class FakePlacement(object):
