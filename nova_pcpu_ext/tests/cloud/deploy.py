@@ -94,15 +94,23 @@ def run(argv, **kwargs):
     return result.stdout
 
 
-def gunicorn(port, app, workers=1):
+#: An access log line: status, microseconds, request line.
+ACCESS_LOG_FORMAT = '%(s)s %(D)s %(r)s'
+
+
+def gunicorn(port, app, workers=1, access_log=None):
     # NOTE: no keep-alive. gunicorn closes an idle keep-alive connection
     # after two seconds, and a client reusing it at that moment meets a
     # connection reset: Nova retries the request but logs an ERROR (glance)
     # that would fail the run for no defect.
-    return [sys.executable, '-m', 'gunicorn', '--no-control-socket',
+    argv = [sys.executable, '-m', 'gunicorn', '--no-control-socket',
             '--bind', '127.0.0.1:%d' % port, '--workers', str(workers),
             '--threads', '4', '--timeout', '120', '--keep-alive', '0',
-            '--log-level', 'warning', app]
+            '--log-level', 'warning']
+    if access_log:
+        argv += ['--access-logfile', access_log, '--access-logformat',
+                 ACCESS_LOG_FORMAT]
+    return argv + [app]
 
 
 def authtoken(keystone_url, username):
@@ -302,7 +310,7 @@ class NovaDeployment:
     def service(self, name):
         return '%s-%s' % (self.name, name)
 
-    def start_placement(self):
+    def start_placement(self, workers=2, access_log=None):
         conf_dir = os.path.join(self.dir, 'placement')
         os.makedirs(conf_dir, exist_ok=True)
         write_conf(os.path.join(conf_dir, 'placement.conf'), {
@@ -320,7 +328,7 @@ class NovaDeployment:
                    CLOUD_WSGI_APP='placement.wsgi.api:application')
         self.procs.start(self.service('placement'), gunicorn(
             self.ports['placement'], 'nova_pcpu_ext.tests.cloud.wsgi',
-            workers=2), env=env)
+            workers=workers, access_log=access_log), env=env)
         self.procs.wait_for_http(self.service('placement'),
                                  self.placement_url)
 
@@ -380,13 +388,16 @@ class NovaDeployment:
         return dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING=(
             '0' if eventlet else '1'))
 
-    def start_services(self):
+    def start_api(self, workers=1, access_log=None):
         # nova-api reads api-paste.ini and nova.conf from there.
         api_env = dict(self.env(), OS_NOVA_CONFIG_DIR=self.dir,
                        CLOUD_WSGI_APP='nova.wsgi.osapi_compute:application')
         self.procs.start(self.service('nova-api'), gunicorn(
-            self.ports['nova-api'], 'nova_pcpu_ext.tests.cloud.wsgi'),
-            env=api_env)
+            self.ports['nova-api'], 'nova_pcpu_ext.tests.cloud.wsgi',
+            workers=workers, access_log=access_log), env=api_env)
+
+    def start_services(self):
+        self.start_api()
         # The conductor in native threading, the scheduler in eventlet mode.
         for binary, eventlet in (('nova-conductor', False),
                                  ('nova-scheduler', True)):

@@ -10,114 +10,404 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""What the operator commands cost on a large cloud.
+"""What the operator commands cost on a large cloud, old code beside new.
 
-    python -m nova_pcpu_ext.tests.perf.operator_commands [--providers N]
-                                                         [--servers N]
+In the cloud tox environment (``tox -e cloud --notest``), as root, with
+MariaDB installed (``tools/install-cloud-packages.sh``)::
 
-Seeds placement (gunicorn, sqlite) with ``--providers`` compute-node
-providers, every one hyperthreaded with ``PCPU`` and ``VCPU`` inventory and
-one ``VCPU`` consumer (so each costs ``upgrade check`` a server listing),
-and boots ``--servers`` isolate servers on ``VCPU`` of hyperthreaded hosts
-with stock Nova (its late check stripped). Then times, as processes,
-``nova-pcpu-ext-status upgrade check``, ``nova-pcpu-ext-manage placement
-audit`` and ``heal isolate --dry-run``, and prints the wall times and the
-Compute API requests of each.
+    .tox/cloud/bin/python -m nova_pcpu_ext.tests.perf.operator_commands \\
+        [--hosts 1000] [--servers 5000] [--old REF] [--workers 4]
+
+Starts MariaDB, keystone, glance, the network stand-in, placement and
+nova-api (gunicorn, ``--workers`` each), as the loopback cloud does, and
+seeds straight into their databases ``--hosts`` hyperthreaded compute
+hosts (service, compute node, host mapping, resource provider with
+``PCPU`` and ``VCPU``) and ``--servers`` servers spread over them
+(instance with its flavor, the image properties Nova stores, info cache,
+instance mapping, request spec, allocation). One server in ten forbids
+hyperthreads and consumes ``VCPU`` (bug 1889633); one allocation in a
+hundred belongs to no server, as a migration's does. Then runs ``upgrade
+check``, ``placement audit`` and ``heal isolate --dry-run`` as processes,
+this checkout's code and, with ``--old``, the package at that git ref, and
+prints per command the wall time and, from the services' access logs, the
+requests per endpoint with their p50 and p95 latency. The findings of old
+and new must be the same.
 """
 
-from nova_pcpu_ext.tests.functional import operator_commands  # isort:skip
-
 import argparse
+import collections
+import concurrent.futures
 import json
+import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
-import unittest
 import uuid
 
-from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
-from nova_pcpu_ext.tests.functional.base import ISOLATE
+import requests
 
-#: Isolate servers per host: each takes a whole core of the seven a
-#: fakelibvirt host can have.
-PER_HOST = 6
+from nova_pcpu_ext.tests.cloud import backing
+from nova_pcpu_ext.tests.cloud import deploy
+from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests.perf import stats
+from nova_pcpu_ext.tests import placement_server
+
+NAME = 'scale'
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+ISOLATE = {'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'}
+#: One server in ISOLATE_EVERY forbids hyperthreads; one allocation in
+#: MIGRATION_EVERY is a migration's.
+ISOLATE_EVERY = 10
+MIGRATION_EVERY = 100
+#: Consumers per POST /allocations while seeding.
+BATCH = 200
+COMMANDS = (
+    ('upgrade check', 'status', ['upgrade', 'check', '--json']),
+    ('placement audit', 'manage', ['placement', 'audit', '--format',
+                                   'json']),
+    ('heal isolate --dry-run', 'manage', ['heal', 'isolate', '--dry-run',
+                                          '--format', 'json']),
+)
 
 
-class OperatorCommandsCost(operator_commands.OperatorCommandTestBase):
+class NoMessaging:
+    """nova.conf needs a transport URL; nothing here sends a message."""
 
-    extension = False
-    providers = 1000
-    servers = 100
-    results = None
+    def transport_url(self, vhost):
+        return 'rabbit://guest:guest@127.0.0.1:1/%s' % vhost
 
-    def seed_providers(self):
-        placement = operator_commands.Placement(self.placement_server)
-        for n in range(self.providers):
-            rp_uuid = placement.provider('seeded%04d' % n, {
-                'VCPU': {'total': 32, 'allocation_ratio': 4.0},
-                'PCPU': {'total': 16},
-                'MEMORY_MB': {'total': 262144},
-                'DISK_GB': {'total': 1000}},
-                traits=['HW_CPU_HYPERTHREADING'])
-            placement.call('PUT', '/allocations/%s' % uuid.uuid4(), {
-                'allocations': {rp_uuid: {'resources': {'VCPU': 1}}},
-                'project_id': str(uuid.uuid4()),
-                'user_id': str(uuid.uuid4())})
+    def add_vhost(self, name):
+        pass
 
-    def boot_isolate_servers(self):
-        hosts = -(-self.servers // PER_HOST)
-        flavor = self._create_flavor(vcpu=1, extra_spec=ISOLATE)
-        for n in range(hosts):
-            self.start_host('compute%03d' % n, dict(HYPERTHREADED,
-                                                    cpu_cores=7),
-                            dedicated='0-11', shared='12-13')
-            for _ in range(min(PER_HOST, self.servers - n * PER_HOST)):
-                self._create_server(flavor_id=flavor, host='compute%03d' % n,
-                                    networks='none', api=self.admin_api)
 
-    def timed(self, name, command, *args):
-        """``command(*args)``; its wall time and requests in the results."""
-        self.compute_api.requests.clear()
+class SeededCloud:
+    """placement and nova-api on MariaDB, seeded with a large cloud."""
+
+    def __init__(self, work_dir, workers):
+        self.dir = work_dir
+        self.workers = workers
+        self.procs = processes.Processes(work_dir)
+        names = ['mariadb', 'keystone', 'glance', 'network', 'placement',
+                 'nova-api']
+        self.ports = {name: placement_server.free_port() for name in names}
+        self.access_logs = {
+            service: os.path.join(self.procs.log_dir, service + '.access')
+            for service in ('placement', 'nova-api')}
+
+    def start(self):
+        db = backing.MariaDB(self.procs, self.dir, self.ports['mariadb'])
+        db.start()
+        self.shared = deploy.SharedServices(self.procs, self.dir, db,
+                                            self.ports)
+        self.nova = deploy.NovaDeployment(
+            NAME, False, self.shared, NoMessaging(),
+            {'placement': self.ports['placement'],
+             'nova-api': self.ports['nova-api']}, libvirt=False)
+        self.shared.start_keystone()
+        self.shared.register([NAME], {NAME: self.nova.placement_url},
+                             {NAME: self.nova.compute_url})
+        self.shared.start_glance()
+        self.shared.start_network_standin()
+        self.image_id = self.shared.upload_image()
+        self.nova.start_placement(self.workers,
+                                  self.access_logs['placement'])
+        self.nova.configure()
+        self.nova.start_api(self.workers, self.access_logs['nova-api'])
+        self.procs.wait_for_http(self.nova.service('nova-api'),
+                                 self.nova.compute_url)
+        self.token = self.shared.admin().auth_token
+
+    def stop(self):
+        self.procs.stop(*self.procs.running())
+
+    def placement(self, method, url, body=None):
+        response = requests.request(
+            method, self.nova.placement_url + url, json=body, timeout=60,
+            headers={'X-Auth-Token': self.token,
+                     'OpenStack-API-Version': 'placement 1.28'})
+        if response.status_code >= 400:
+            raise RuntimeError('%s %s: %s' % (method, url, response.text))
+        return response
+
+    def seed(self, hosts, servers):
+        """Seed the cloud; ``{what: how many}``."""
+        nodes = ['compute%05d' % n for n in range(hosts)]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            providers = dict(zip(nodes, pool.map(self._provider, nodes)))
+        seeder = NovaSeeder(self.nova.nova_conf, self.image_id)
+        seeder.add_hosts(providers)
+        consumers = seeder.add_servers(nodes, servers)
+        migrations = [(str(uuid.uuid4()), {'VCPU': 1}, node) for node in
+                      nodes[::max(1, hosts * MIGRATION_EVERY // servers)]]
+        allocations = consumers + migrations
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(
+                lambda start: self._allocate(
+                    allocations[start:start + BATCH], providers),
+                range(0, len(allocations), BATCH)))
+        return {'hosts': hosts, 'servers': servers,
+                'isolate servers on VCPU': -(-servers // ISOLATE_EVERY),
+                'consumers that are no server': len(migrations)}
+
+    def _provider(self, node):
+        rp_uuid = str(uuid.uuid4())
+        self.placement('POST', '/resource_providers',
+                       {'name': node, 'uuid': rp_uuid})
+        self.placement('PUT', '/resource_providers/%s/inventories' % rp_uuid,
+                       {'resource_provider_generation': 0, 'inventories': {
+                           'VCPU': {'total': 64, 'allocation_ratio': 4.0},
+                           'PCPU': {'total': 32},
+                           'MEMORY_MB': {'total': 524288},
+                           'DISK_GB': {'total': 2000}}})
+        self.placement('PUT', '/resource_providers/%s/traits' % rp_uuid,
+                       {'resource_provider_generation': 1,
+                        'traits': ['HW_CPU_HYPERTHREADING']})
+        return rp_uuid
+
+    def _allocate(self, allocations, providers):
+        project, user = str(uuid.uuid4()), str(uuid.uuid4())
+        self.placement('POST', '/allocations', {
+            consumer: {'allocations': {providers[node]: {
+                'resources': resources}},
+                'project_id': project, 'user_id': user,
+                'consumer_generation': None}
+            for consumer, resources, node in allocations})
+
+    def commands_conf(self):
+        path = os.path.join(self.dir, 'commands.conf')
+        deploy.write_conf(path, {
+            'filter_scheduler': {
+                'available_filters': 'nova_pcpu_ext.scheduler.activate'},
+            'placement': {
+                'auth_type': 'password',
+                'auth_url': self.shared.keystone_url,
+                'username': 'admin', 'password': deploy.ADMIN_PASSWORD,
+                'project_name': 'admin', 'user_domain_name': 'Default',
+                'project_domain_name': 'Default', 'region_name': NAME}})
+        return path
+
+    def run(self, code_dir, command, args, conf):
+        """Wall time, exit code, stdout and requests of one command."""
+        offsets = {service: os.path.getsize(path)
+                   for service, path in self.access_logs.items()}
+        argv = [sys.executable, '-c',
+                'import sys; from nova_pcpu_ext.cmd.%s import main; '
+                'sys.exit(main())' % command, '--config-file', conf] + args
         start = time.monotonic()
-        result = command(*args)
-        self.results[name + ' s'] = round(time.monotonic() - start, 1)
-        self.results[name + ' Compute API requests'] = len(
-            self.compute_api.requests)
-        return result
+        # Not from the checkout: ``-c`` imports from the working directory.
+        result = subprocess.run(
+            argv, capture_output=True, text=True, cwd=self.dir,
+            env=dict(os.environ, PYTHONPATH=code_dir))
+        wall = time.monotonic() - start
+        if result.returncode not in (0, 1, 2) or not result.stdout:
+            raise RuntimeError('%s failed: %s' % (args, result.stderr))
+        time.sleep(1)  # gunicorn logs a request after answering it
+        return wall, result, {
+            service: access_records(path, offsets[service])
+            for service, path in self.access_logs.items()}
 
-    def test_cost(self):
-        self.admin_api.microversion = '2.74'
-        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
-        self.seed_providers()
-        self.boot_isolate_servers()
-        self.results.update({
-            'providers': self.providers + -(-self.servers // PER_HOST),
-            'isolate servers': self.servers})
-        check = self.timed('upgrade check', self.status, 'upgrade', 'check',
-                           '--json')
-        self.timed('placement audit', self.manage, 'placement', 'audit')
-        plan = self.timed('heal isolate --dry-run', self.manage, 'heal',
-                          'isolate', '--dry-run', '--format', 'json')
-        found = json.loads(check.stdout)['checks'][3]['details']
-        self.assertIn('%d servers that forbid hyperthreads' % self.servers,
-                      found)
-        self.assertEqual(self.servers, len(json.loads(plan.stdout)))
+
+class NovaSeeder:
+    """Nova's database rows of hosts and servers, through Nova's objects."""
+
+    def __init__(self, nova_conf, image_id):
+        # Imported here: the harness parses nova.conf for Nova's objects.
+        from nova import config
+        from nova import context
+        from nova import objects
+        objects.register_all()
+        # Notifications of new services go nowhere: [oslo_messaging_
+        # notifications] driver is noop in the deployment's nova.conf.
+        config.parse_args(['seed', '--config-file', nova_conf])
+        self.objects = objects
+        self.context = context
+        self.admin = context.get_admin_context()
+        self.cell = next(cell for cell in objects.CellMappingList.get_all(
+            self.admin) if cell.name == 'cell1')
+        self.image_id = image_id
+        self.nodes = {}
+
+    def add_hosts(self, providers):
+        objects = self.objects
+        with self.context.target_cell(self.admin, self.cell) as cctxt:
+            for node, rp_uuid in providers.items():
+                service = objects.Service(cctxt, host=node,
+                                          binary='nova-compute',
+                                          topic='compute', report_count=0)
+                service.create()
+                compute_node = objects.ComputeNode(
+                    cctxt, uuid=rp_uuid, host=node, hypervisor_hostname=node,
+                    service_id=service.id, vcpus=64, memory_mb=524288,
+                    local_gb=2000, vcpus_used=0, memory_mb_used=0,
+                    local_gb_used=0, hypervisor_type='QEMU',
+                    hypervisor_version=8002000, cpu_info='{}',
+                    supported_hv_specs=[], cpu_allocation_ratio=4.0,
+                    ram_allocation_ratio=1.0, disk_allocation_ratio=1.0)
+                compute_node.create()
+                self.nodes[node] = compute_node.id
+                objects.HostMapping(self.admin, host=node,
+                                    cell_mapping=self.cell).create()
+
+    def _flavor(self, name, extra_specs):
+        flavor = self.objects.Flavor(
+            self.admin, name=name, flavorid=name, vcpus=2, memory_mb=2048,
+            root_gb=10, ephemeral_gb=0, swap=0, extra_specs=extra_specs)
+        flavor.create()
+        return flavor
+
+    def add_servers(self, nodes, count):
+        """``[(server, resources it holds, node)]`` of new servers."""
+        flavors = [self._flavor('isolate', ISOLATE), self._flavor('shared',
+                                                                  {})]
+        image = {'id': self.image_id, 'properties': {
+            'hw_machine_type': 'q35', 'hw_disk_bus': 'virtio'}}
+        servers = [(str(uuid.uuid4()), nodes[n % len(nodes)],
+                    flavors[0] if n % ISOLATE_EVERY == 0 else flavors[1])
+                   for n in range(count)]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda server: self._server(image, *server),
+                          servers))
+        return [(server, {'VCPU': 2, 'MEMORY_MB': 2048, 'DISK_GB': 10},
+                 node) for server, node, _flavor in servers]
+
+    def _server(self, image, server, node, flavor):
+        from nova.network import model as network_model
+        from nova import utils
+        objects = self.objects
+        project, user = 'project-%s' % node, 'user-%s' % node
+        with self.context.target_cell(self.admin, self.cell) as cctxt:
+            objects.Instance(
+                cctxt, uuid=server, project_id=project, user_id=user,
+                host=node, node=node, compute_id=self.nodes[node],
+                vm_state='active', power_state=1, image_ref=self.image_id,
+                flavor=flavor, old_flavor=None, new_flavor=None,
+                instance_type_id=flavor.id, vcpus=flavor.vcpus,
+                memory_mb=flavor.memory_mb, root_gb=flavor.root_gb,
+                ephemeral_gb=0, display_name='seeded',
+                system_metadata=utils.get_system_metadata_from_image(
+                    image, flavor),
+                info_cache=objects.InstanceInfoCache(
+                    network_info=network_model.NetworkInfo())).create()
+        objects.InstanceMapping(
+            self.admin, instance_uuid=server, cell_mapping=self.cell,
+            project_id=project, user_id=user,
+            queued_for_delete=False).create()
+        objects.RequestSpec.from_components(
+            self.admin, server, objects.ImageMeta.from_dict(image), flavor,
+            None, None, {}, None, None, project_id=project,
+            user_id=user).create()
+
+
+def access_records(path, offset):
+    """``[(endpoint, status, seconds)]`` of the access log after ``offset``.
+
+    An endpoint is the method and path, UUIDs replaced, and the query's
+    parameter names.
+    """
+    records = []
+    with open(path) as log:
+        log.seek(offset)
+        for line in log:
+            status, micros, method, url, _version = line.split()
+            path_, _sep, query = url.partition('?')
+            names = sorted({pair.split('=')[0] for pair in query.split('&')
+                            if pair})
+            records.append(('%s %s%s' % (
+                method, re.sub('[0-9a-f-]{36}', '{id}', path_),
+                '?' + '&'.join(names) if names else ''), int(status),
+                int(micros) / 1e6))
+    return records
+
+
+def old_code(ref, work_dir):
+    """The package at git ``ref``, unpacked; its directory."""
+    target = os.path.join(work_dir, 'old')
+    os.makedirs(target)
+    archive = subprocess.run(['git', '-C', REPO, 'archive', ref,
+                              'nova_pcpu_ext'], check=True,
+                             capture_output=True).stdout
+    subprocess.run(['tar', '-x', '-C', target], input=archive, check=True)
+    found = subprocess.run(
+        [sys.executable, '-c', 'import nova_pcpu_ext; '
+         'print(nova_pcpu_ext.__file__)'], capture_output=True, text=True,
+        cwd=work_dir, env=dict(os.environ, PYTHONPATH=target),
+        check=True).stdout
+    if not found.startswith(target):
+        sys.exit('the old code is not what Python imports: %s' % found)
+    return target
+
+
+def findings(name, result):
+    """What a command found, comparable between old and new code."""
+    output = json.loads(result.stdout)
+    if name == 'upgrade check':
+        return result.returncode, [(check['check'], check['result'])
+                                   for check in output['checks']]
+    return result.returncode, sorted(json.dumps(row, sort_keys=True)
+                                     for row in output)
+
+
+def report(design, name, wall, requests_by_service):
+    print('%s, %s: %.1f s' % (name, design, wall))
+    for service, records in requests_by_service.items():
+        by_endpoint = collections.defaultdict(list)
+        for endpoint, status, seconds in records:
+            if status >= 500:
+                sys.exit('%s, %s: %s answered %d to %s: see the logs' % (
+                    name, design, service, status, endpoint))
+            by_endpoint[endpoint].append(seconds)
+        for endpoint, times in sorted(by_endpoint.items()):
+            print('  %-9s %6d  p50 %6.1f ms  p95 %6.1f ms  %s' % (
+                service, len(times), stats.median(times) * 1000,
+                stats.p95(times) * 1000, endpoint))
+    return {'wall s': round(wall, 1), 'requests': {
+        service: len(records) for service, records in
+        requests_by_service.items()}}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--providers', type=int, default=1000)
-    parser.add_argument('--servers', type=int, default=100)
+    parser.add_argument('--hosts', type=int, default=1000)
+    parser.add_argument('--servers', type=int, default=5000)
+    parser.add_argument('--workers', type=int, default=4,
+                        help='gunicorn workers of placement and nova-api')
+    parser.add_argument('--old', metavar='REF',
+                        help='also run the package at this git ref')
+    parser.add_argument('--work-dir')
     args = parser.parse_args()
-    OperatorCommandsCost.providers = args.providers
-    OperatorCommandsCost.servers = args.servers
-    OperatorCommandsCost.results = results = {}
-    outcome = unittest.TestResult()
-    OperatorCommandsCost('test_cost').run(outcome)
-    for _test, trace in outcome.errors + outcome.failures:
-        print(trace, file=sys.stderr)
-    for name, value in results.items():
-        print('%-46s %s' % (name, value))
-    return 0 if outcome.wasSuccessful() else 1
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix='operator-cost-')
+    designs = {'new': REPO}
+    if args.old:
+        designs['old'] = old_code(args.old, work_dir)
+    cloud = SeededCloud(work_dir, args.workers)
+    results = {}
+    try:
+        cloud.start()
+        start = time.monotonic()
+        results['cloud'] = cloud.seed(args.hosts, args.servers)
+        results['cloud']['seeded in s'] = round(time.monotonic() - start)
+        print(json.dumps(results['cloud']))
+        conf = cloud.commands_conf()
+        for name, command, command_args in COMMANDS:
+            found = {}
+            for design, code_dir in designs.items():
+                wall, result, requests_by_service = cloud.run(
+                    code_dir, command, command_args, conf)
+                found[design] = findings(name, result)
+                results['%s, %s' % (name, design)] = report(
+                    design, name, wall, requests_by_service)
+            if len(set(map(str, found.values()))) > 1:
+                sys.exit('%s: the old and new code found different things:'
+                         ' %s' % (name, found))
+    finally:
+        cloud.stop()
+    with open(os.path.join(work_dir, 'results.json'), 'w') as out:
+        json.dump(results, out, indent=2)
+    print('results in %s' % os.path.join(work_dir, 'results.json'))
+    return 0
 
 
 if __name__ == '__main__':
