@@ -238,6 +238,11 @@ def _with_query(url, query):
                                               safe='!,:')
 
 
+def _numbers(version):
+    """``(2, 98)`` of a microversion such as ``'2.98'``."""
+    return tuple(map(int, version.split('.')))
+
+
 def _explanation(response):
     """The message of a Compute API or placement error answer, or ''."""
     try:
@@ -387,11 +392,12 @@ class Compute(Service):
             if self._server_version is None:
                 version, = self.get('/', 'version')
                 try:
-                    newest = tuple(map(int, version['version'].split('.')))
+                    newest = _numbers(version['version'])
                 except (TypeError, KeyError, AttributeError, ValueError):
                     newest = ()  # no microversions: 2.84 fails clearly
                 self._server_version = (
-                    IMAGE_PROPERTIES_VERSION if newest >= (2, 98)
+                    IMAGE_PROPERTIES_VERSION
+                    if newest >= _numbers(IMAGE_PROPERTIES_VERSION)
                     else COMPUTE_VERSION)
         return self._server_version
 

@@ -31,6 +31,7 @@ from nova.api.openstack import api_version_request
 from nova.tests import fixtures as nova_fixtures
 import testtools
 
+from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext.tests.functional.base import DEDICATED
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
@@ -611,7 +612,8 @@ class RequestCountTest(_IsolateChecksBase):
 
     def test_progress_of_a_long_run_on_stderr(self):
         self.seed()
-        self.hold_allocations = 6
+        # The run lasts longer than the quiet start of its progress.
+        self.hold_allocations = common.PROGRESS_INTERVAL + 1
 
         result = self.status('upgrade', 'check', '--json')
 

@@ -217,13 +217,17 @@ class NovaSeeder:
         # Imported here: the harness parses nova.conf for Nova's objects.
         from nova import config
         from nova import context
+        from nova.network import model as network_model
         from nova import objects
+        from nova import utils
         objects.register_all()
         # Notifications of new services go nowhere: [oslo_messaging_
         # notifications] driver is noop in the deployment's nova.conf.
         config.parse_args(['seed', '--config-file', nova_conf])
         self.objects = objects
         self.context = context
+        self.network_model = network_model
+        self.utils = utils
         self.admin = context.get_admin_context()
         self.cell = next(cell for cell in objects.CellMappingList.get_all(
             self.admin) if cell.name == 'cell1')
@@ -274,8 +278,6 @@ class NovaSeeder:
                  node) for server, node, _flavor in servers]
 
     def _server(self, image, server, node, flavor):
-        from nova.network import model as network_model
-        from nova import utils
         objects = self.objects
         project, user = 'project-%s' % node, 'user-%s' % node
         with self.context.target_cell(self.admin, self.cell) as cctxt:
@@ -287,10 +289,10 @@ class NovaSeeder:
                 instance_type_id=flavor.id, vcpus=flavor.vcpus,
                 memory_mb=flavor.memory_mb, root_gb=flavor.root_gb,
                 ephemeral_gb=0, display_name='seeded',
-                system_metadata=utils.get_system_metadata_from_image(
+                system_metadata=self.utils.get_system_metadata_from_image(
                     image, flavor),
                 info_cache=objects.InstanceInfoCache(
-                    network_info=network_model.NetworkInfo())).create()
+                    network_info=self.network_model.NetworkInfo())).create()
         objects.InstanceMapping(
             self.admin, instance_uuid=server, cell_mapping=self.cell,
             project_id=project, user_id=user,

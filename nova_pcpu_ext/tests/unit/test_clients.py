@@ -182,14 +182,17 @@ class ComputeTest(base.TestCase):
         return {'id': uuid, 'OS-EXT-SRV-ATTR:hypervisor_hostname': node,
                 'flavor': {'extra_specs': {}}}
 
-    def test_every_server_wanted_from_one_listing(self):
-        url = ENDPOINT + '/servers/detail?all_tenants=1&limit=1000'
+    def two_pages(self, url, first, second):
+        """Servers ``a`` and ``b``, then ``c``, of these nodes at ``url``."""
         self.requests.get(url, json={
-            'servers': [self.server('a', 'compute1'),
-                        self.server('b', 'compute2')],
+            'servers': [self.server('a', first), self.server('b', second)],
             'servers_links': [{'rel': 'next', 'href': url + '&marker=b'}]})
         self.requests.get(url + '&marker=b', json={
-            'servers': [self.server('c', 'compute1')]})
+            'servers': [self.server('c', first)]})
+
+    def test_every_server_wanted_from_one_listing(self):
+        self.two_pages(ENDPOINT + '/servers/detail?all_tenants=1&limit=1000',
+                       'compute1', 'compute2')
         listed = []
 
         servers = self.compute.servers({'a', 'c', 'gone'}, listed.append)
@@ -223,13 +226,8 @@ class ComputeTest(base.TestCase):
                          [r.path for r in self.requests.request_history[-4:]])
 
     def test_servers_of_one_node_page_by_page(self):
-        url = ENDPOINT + '/servers/detail?all_tenants=1&host=host1'
-        self.requests.get(url, json={
-            'servers': [self.server('a', 'compute1'),
-                        self.server('b', 'compute1b')],
-            'servers_links': [{'rel': 'next', 'href': url + '&marker=b'}]})
-        self.requests.get(url + '&marker=b', json={
-            'servers': [self.server('c', 'compute1')]})
+        self.two_pages(ENDPOINT + '/servers/detail?all_tenants=1&host=host1',
+                       'compute1', 'compute1b')
 
         servers = self.compute.servers_on_node('compute1', 'host1')
 
