@@ -22,6 +22,7 @@ with ``results: <json>``; exits 1 if a check failed.
 """
 
 import argparse
+import collections
 import concurrent.futures
 import json
 import os
@@ -304,6 +305,8 @@ def main(argv=None):
     events += drill_results['events'] if drill_results else []
     events += [('tempest', name.split()[1], start, end) for name, (
         start, end) in phases.windows.items() if name.startswith('tempest ')]
+    lock_timeouts = logs.lock_timeouts(cloud.procs.log_dir)
+    events += lock_timeouts
     unexpected, allowed = logs.unexpected_errors(
         cloud.procs.log_dir, *(
             (journey_results['stock_pids'], journey_results['stock_windows'])
@@ -330,6 +333,7 @@ def main(argv=None):
         'phases_s': phases.seconds,
         'peak_rss_mib': sampler.peak_mib,
         'allowlisted_log_lines': allowed,
+        'lock_timeouts': lock_timeouts,
         'failures': failures,
     }
     path = os.path.join(cloud.dir, 'results.json')
@@ -337,6 +341,10 @@ def main(argv=None):
         json.dump(summary, f, indent=2)
     print('phases (s): %s' % phases.seconds)
     print('peak RSS of the cloud: %d MiB' % sampler.peak_mib)
+    print('status updates past provider_lock_timeout (informational): %s' %
+          dict(collections.Counter(
+              '%s-%s' % (deployment, name.split()[-1])
+              for name, deployment, _, _ in lock_timeouts)))
     for failure in failures:
         print('FAILED: %s' % failure)
     if kept:

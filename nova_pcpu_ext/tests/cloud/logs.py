@@ -29,6 +29,11 @@ OSLO_PREFIX = re.compile(r'^(\S+ \S+ \d+) ([A-Z]+) (\S+)( \[(?!instance: ))?')
 ERROR = re.compile(r'\bERROR\b|\[error\]|Traceback \(most recent call last\)')
 # Logged by activation.patch() for every Nova class or function replaced.
 ACTIVATION = re.compile(r'nova-pcpu-ext: \S+ replaced')
+# Logged by the serialized report client when a compute status update goes
+# ahead without its tree lock ([pcpu_ext] provider_lock_timeout).
+LOCK_TIMEOUT = re.compile(r'goes ahead without the lock|'
+                          r'updated the trait of \d+ more provider\(s\) '
+                          r'at once without the lock')
 # The prefixes of the deployments' processes and logs; others are shared.
 DEPLOYMENTS = ('stock', 'ext')
 
@@ -122,6 +127,26 @@ def unexpected_errors(log_dir, stock_pids=(), stock_windows=(), events=()):
     return unexpected, allowed
 
 
+def lock_timeouts(log_dir):
+    """The events of status updates that went ahead without the tree lock.
+
+    ('lock timeout of compute-HOST', deployment, time, time) for each such
+    warning of a compute's log: without the lock, the update may meet a
+    concurrent write of the same provider (see the allowlist).
+    """
+    events = []
+    for name in sorted(os.listdir(log_dir)):
+        deployment, service = owner(name)
+        if not (service.startswith('compute-') and name.endswith('.log')):
+            continue
+        with open(os.path.join(log_dir, name), errors='replace') as f:
+            events += [('lock timeout of ' + service, deployment,
+                        _time(record), _time(record))
+                       for record in records(f)
+                       if LOCK_TIMEOUT.search(record)]
+    return events
+
+
 def owner(name):
     """(deployment, or '*' if shared; service) of a process or log name."""
     service = os.path.splitext(name)[0]
@@ -151,7 +176,9 @@ def _during(entry, log_name, when, events):
         if when < start or (end is not None and
                             when > end + entry.get('within', 0)):
             continue
-        names = [event] + (['own stop'] if event == 'stop of ' + service
+        # NOTE: "own stop" for "stop of SERVICE" in SERVICE's log.
+        what, of, subject = event.rpartition(' of ')
+        names = [event] + (['own ' + what] if of and subject == service
                            else [])
         if any(fnmatch.fnmatch(name, pattern)
                for name in names for pattern in entry['during']):

@@ -279,6 +279,41 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
             unexpected, _ = logs.unexpected_errors(self.dir, events=[stop])
             self.assertEqual(unexpected_records, len(unexpected), stop)
 
+    # A status update past provider_lock_timeout, and the race it can meet.
+    LOCK_TIMEOUT = (
+        '2026-01-01 00:00:10.000 7 WARNING nova_pcpu_ext.serialized_client '
+        '[req-a u p - - default default] Compute status update of provider '
+        'p waited 10.0s for its provider tree, held by resource tracker '
+        'update of ht, and goes ahead without the lock ([pcpu_ext] '
+        'provider_lock_timeout).\n')
+    TRAITS_500 = (
+        '2026-01-01 00:%s 7 ERROR nova.scheduler.client.report [req-a u p - '
+        '- default default] [req-b] Failed to update traits to [COMPUTE_'
+        'STATUS_DISABLED] for resource provider with UUID p.  Got 500: '
+        '{"errors": [{"detail": "Another thread concurrently updated the '
+        'resource provider data. Please retry your update  "}]}\n')
+
+    def test_a_traits_500_on_ext_only_after_its_own_lock_timeout(self):
+        # Before the warning, more than a minute after it, or in another
+        # compute's log, the 500 is an error: the tree lock prevents it.
+        self.write('ext-compute-ht.log', self.TRAITS_500 % '00:05.000' +
+                   self.LOCK_TIMEOUT + self.TRAITS_500 % '00:11.000' +
+                   self.TRAITS_500 % '01:11.000')
+        self.write('ext-compute-noht.log', self.TRAITS_500 % '00:11.000')
+        self.write('ext-placement.log', (
+            '2026-01-01 00:00:%02d.000 9 ERROR placement.fault_wrap [-] '
+            'Placement API unexpected error: Another thread concurrently '
+            'updated the resource provider\n') % 11)
+        events = logs.lock_timeouts(self.dir)
+        self.assertEqual([('lock timeout of compute-ht', 'ext',
+                           self.START + 10, self.START + 10)], events)
+        unexpected, allowed = logs.unexpected_errors(self.dir, events=events)
+        self.assertEqual([('ext-compute-ht.log', '00:00:05.000'),
+                          ('ext-compute-ht.log', '00:01:11.000'),
+                          ('ext-compute-noht.log', '00:00:11.000')],
+                         [(name, line[11:23]) for name, line in unexpected])
+        self.assertEqual(2, sum(allowed.values()))
+
     def test_a_restart_record_is_excused_whatever_code_ran(self):
         # Nova's conductor times out on a scheduler that stopped: the same
         # on stock or ext, and judged by the scheduler's stop alone.
