@@ -29,11 +29,10 @@ OSLO_PREFIX = re.compile(r'^(\S+ \S+ \d+) ([A-Z]+) (\S+)( \[(?!instance: ))?')
 ERROR = re.compile(r'\bERROR\b|\[error\]|Traceback \(most recent call last\)')
 # Logged by activation.patch() for every Nova class or function replaced.
 ACTIVATION = re.compile(r'nova-pcpu-ext: \S+ replaced')
-# Logged by the serialized report client when a compute status update goes
-# ahead without its tree lock ([pcpu_ext] provider_lock_timeout).
-LOCK_TIMEOUT = re.compile(r'goes ahead without the lock|'
-                          r'updated the trait of \d+ more provider\(s\) '
-                          r'at once without the lock')
+# Logged by the serialized report client when a compute status change
+# goes ahead without a tree lock ([pcpu_ext] provider_lock_timeout), before
+# its first update without the lock.
+LOCK_TIMEOUT = re.compile(r'goes ahead without the lock')
 # The prefixes of the deployments' processes and logs; others are shared.
 DEPLOYMENTS = ('stock', 'ext')
 
