@@ -220,10 +220,14 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
                            'unexpected error: Another thread concurrently '
                            'updated the resource provider')], unexpected)
 
+    #: Placement's record of the provider race, at second %02d.
+    PLACEMENT_RACE = (
+        '2026-01-01 00:00:%02d.000 9 ERROR placement.fault_wrap [-] '
+        'Placement API unexpected error: Another thread concurrently '
+        'updated the resource provider\n')
+
     def test_ext_placement_is_judged_as_stock_while_stock_computes_ran(self):
-        line = ('2026-01-01 00:00:%02d.000 9 ERROR placement.fault_wrap [-] '
-                'Placement API unexpected error: Another thread concurrently '
-                'updated the resource provider\n')
+        line = self.PLACEMENT_RACE
         self.write('ext-placement.log', line % 1 + line % 5)
         start = time.mktime((2026, 1, 1, 0, 0, 0, 0, 0, -1))
         unexpected, _ = logs.unexpected_errors(
@@ -300,10 +304,7 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
                    self.LOCK_TIMEOUT + self.TRAITS_500 % '00:11.000' +
                    self.TRAITS_500 % '01:11.000')
         self.write('ext-compute-noht.log', self.TRAITS_500 % '00:11.000')
-        self.write('ext-placement.log', (
-            '2026-01-01 00:00:%02d.000 9 ERROR placement.fault_wrap [-] '
-            'Placement API unexpected error: Another thread concurrently '
-            'updated the resource provider\n') % 11)
+        self.write('ext-placement.log', self.PLACEMENT_RACE % 11)
         events = logs.lock_timeouts(self.dir)
         self.assertEqual([('lock timeout of compute-ht', 'ext',
                            self.START + 10, self.START + 10)], events)
