@@ -167,7 +167,8 @@ def _alive(pid):
     return not _is_zombie(pid)
 
 
-Process = collections.namedtuple('Process', 'pid pgid state name')
+#: ``cpu``: seconds of CPU time used so far, user and system.
+Process = collections.namedtuple('Process', 'pid pgid state name cpu')
 
 
 def _stat(pid):
@@ -176,7 +177,9 @@ def _stat(pid):
     # The name, in parentheses, may hold spaces and parentheses itself.
     name, fields = stat[stat.index('(') + 1:stat.rindex(')')], \
         stat[stat.rindex(')') + 1:].split()
-    return Process(int(pid), int(fields[2]), fields[0], name)
+    return Process(int(pid), int(fields[2]), fields[0], name,
+                   (int(fields[11]) + int(fields[12])) /
+                   os.sysconf('SC_CLK_TCK'))
 
 
 def process_table():

@@ -23,14 +23,18 @@ import socket
 import subprocess
 import sys
 import time
+from unittest import mock
 import uuid
 
 import ddt
 import fixtures
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import session as ks_session
 from nova.api.openstack import api_version_request
 from nova.tests import fixtures as nova_fixtures
 import testtools
 
+from nova_pcpu_ext import clients
 from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext.tests.functional.base import DEDICATED
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
@@ -593,7 +597,8 @@ class RequestCountTest(_IsolateChecksBase):
             '/allocations/ID': 2}, dict(kinds))
         images = ['/v2.1/images/%s' % servers[0]['image']['id']]
         self.assertEqual(
-            ['/v2.1/', '/v2.1/servers/detail?all_tenants=1&limit=1000',
+            ['/v2.1/', '/v2.1/servers/detail?all_tenants=1&limit=1000&'
+             'sort_key=uuid&sort_dir=asc',
              '/v2.1/servers/%s' % self.migration] +
             ([] if STORED_IMAGE_PROPERTIES else images),
             self.compute_api.requests)
@@ -609,6 +614,32 @@ class RequestCountTest(_IsolateChecksBase):
         self.assertEqual(code, max(code for code, _plan in plans[1:]))
         self.assertEqual(sorted(whole, key=str), sorted(
             (move for _code, plan in plans[1:] for move in plan), key=str))
+
+    def test_ranges_of_nova_s_listing(self):
+        servers = self.seed()
+        compute = clients.Compute(ks_adapter.Adapter(
+            ks_session.Session(), service_type='compute',
+            endpoint_override=self.compute_api.endpoint,
+            additional_headers={'X-Auth-Token': TOKEN}))
+        first, last = sorted(server['id'] for server in servers)
+        # The split falls on a consumer that is no server: the next stands
+        # in, as Nova answers 400 for a marker that is no server.
+        no_server = str(uuid.UUID(int=uuid.UUID(first).int + 1))
+        del self.compute_api.requests[:]
+
+        # Two ranges of pages of one server.
+        with mock.patch.object(clients, 'PAGE', 2), mock.patch.object(
+                clients, 'RANGES', 2):
+            found = compute.servers({first, no_server, last})
+
+        self.assertEqual({first, last}, set(found))
+        pages = [path for path in self.compute_api.requests
+                 if path.startswith('/v2.1/servers/detail')]
+        self.assertEqual(
+            ['/v2.1/servers/detail?all_tenants=1&limit=1&sort_key=uuid&'
+             'sort_dir=asc&marker=%s' % last],
+            [path for path in pages if last in path and 'marker' in path])
+        self.assertNotIn(no_server, ''.join(pages))
 
     def test_progress_of_a_long_run_on_stderr(self):
         self.seed()

@@ -29,9 +29,9 @@ hyperthreads and consumes ``VCPU`` (bug 1889633); one allocation in a
 hundred belongs to no server, as a migration's does. Then runs ``upgrade
 check``, ``placement audit`` and ``heal isolate --dry-run`` as processes,
 this checkout's code and, with ``--old``, the package at that git ref, and
-prints per command the wall time and, from the services' access logs, the
-requests per endpoint with their p50 and p95 latency. The findings of old
-and new must be the same.
+prints per command the wall time, the CPU time it and each service used,
+and, from the services' access logs, the requests per endpoint with their
+p50 and p95 latency. The findings of old and new must be the same.
 """
 
 import argparse
@@ -40,6 +40,7 @@ import concurrent.futures
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -169,12 +170,19 @@ class SeededCloud:
 
     def _allocate(self, allocations, providers):
         project, user = str(uuid.uuid4()), str(uuid.uuid4())
-        self.placement('POST', '/allocations', {
-            consumer: {'allocations': {providers[node]: {
-                'resources': resources}},
-                'project_id': project, 'user_id': user,
-                'consumer_generation': None}
-            for consumer, resources, node in allocations})
+        body = {consumer: {'allocations': {providers[node]: {
+            'resources': resources}}, 'project_id': project,
+            'user_id': user, 'consumer_generation': None}
+            for consumer, resources, node in allocations}
+        for attempt in range(5):
+            try:
+                return self.placement('POST', '/allocations', body)
+            except RuntimeError as error:
+                # Batches in parallel write the same providers: placement
+                # asks to retry when another changed one meanwhile.
+                if ('placement.concurrent_update' not in str(error) or
+                        attempt == 4):
+                    raise
 
     def commands_conf(self):
         path = os.path.join(self.dir, 'commands.conf')
@@ -189,10 +197,24 @@ class SeededCloud:
                 'project_domain_name': 'Default', 'region_name': NAME}})
         return path
 
+    def cpu_seconds(self):
+        """``{service: CPU seconds used so far}``, its workers included."""
+        groups = {pid: name for name, pid in self.procs.running().items()}
+        used = collections.Counter()
+        for process in processes.process_table():
+            if process.pgid in groups:
+                used[groups[process.pgid]] += process.cpu
+        return used
+
     def run(self, code_dir, command, args, conf):
-        """Wall time, exit code, stdout and requests of one command."""
+        """Wall time, exit code, stdout, requests and CPU of one command.
+
+        CPU: ``{service or 'command': seconds}`` used while it ran.
+        """
         offsets = {service: os.path.getsize(path)
                    for service, path in self.access_logs.items()}
+        cpu_before = self.cpu_seconds()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         argv = [sys.executable, '-c',
                 'import sys; from nova_pcpu_ext.cmd.%s import main; '
                 'sys.exit(main())' % command, '--config-file', conf] + args
@@ -202,12 +224,16 @@ class SeededCloud:
             argv, capture_output=True, text=True, cwd=self.dir,
             env=dict(os.environ, PYTHONPATH=code_dir))
         wall = time.monotonic() - start
+        cpu = self.cpu_seconds() - cpu_before
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu['command'] = (after.ru_utime + after.ru_stime -
+                          children.ru_utime - children.ru_stime)
         if result.returncode not in (0, 1, 2) or not result.stdout:
             raise RuntimeError('%s failed: %s' % (args, result.stderr))
         time.sleep(1)  # gunicorn logs a request after answering it
         return wall, result, {
             service: access_records(path, offsets[service])
-            for service, path in self.access_logs.items()}
+            for service, path in self.access_logs.items()}, cpu
 
 
 class NovaSeeder:
@@ -352,8 +378,10 @@ def findings(name, result):
                                      for row in output)
 
 
-def report(design, name, wall, requests_by_service):
+def report(design, name, wall, requests_by_service, cpu):
     print('%s, %s: %.1f s' % (name, design, wall))
+    print('  CPU s   %s' % ', '.join(
+        '%s %.1f' % item for item in sorted(cpu.items()) if item[1] >= 0.1))
     for service, records in requests_by_service.items():
         by_endpoint = collections.defaultdict(list)
         for endpoint, status, seconds in records:
@@ -367,7 +395,8 @@ def report(design, name, wall, requests_by_service):
                 stats.p95(times) * 1000, endpoint))
     return {'wall s': round(wall, 1), 'requests': {
         service: len(records) for service, records in
-        requests_by_service.items()}}
+        requests_by_service.items()}, 'CPU s': {
+            service: round(seconds, 1) for service, seconds in cpu.items()}}
 
 
 def main():
@@ -396,11 +425,11 @@ def main():
         for name, command, command_args in COMMANDS:
             found = {}
             for design, code_dir in designs.items():
-                wall, result, requests_by_service = cloud.run(
+                wall, result, requests_by_service, cpu = cloud.run(
                     code_dir, command, command_args, conf)
                 found[design] = findings(name, result)
                 results['%s, %s' % (name, design)] = report(
-                    design, name, wall, requests_by_service)
+                    design, name, wall, requests_by_service, cpu)
             if len(set(map(str, found.values()))) > 1:
                 sys.exit('%s: the old and new code found different things:'
                          ' %s' % (name, found))

@@ -10,6 +10,10 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import re
+from unittest import mock
+import urllib.parse
+
 import ddt
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
@@ -190,17 +194,112 @@ class ComputeTest(base.TestCase):
         self.requests.get(url + '&marker=b', json={
             'servers': [self.server('c', first)]})
 
+    def serve(self, servers):
+        """Answer as Nova does for ``servers`` (UUIDs) sorted by UUID.
+
+        A listing honours ``limit`` and ``marker`` (400 if the marker is
+        none of them); one server is asked about by UUID.
+        """
+        servers = sorted(servers)
+
+        def listing(request, context):
+            query = urllib.parse.parse_qs(request.query)
+            self.assertEqual((['uuid'], ['asc']),
+                             (query['sort_key'], query['sort_dir']))
+            start = 0
+            if 'marker' in query:
+                if query['marker'][0] not in servers:
+                    context.status_code = 400
+                    return {'badRequest': {'message': 'marker not found'}}
+                start = servers.index(query['marker'][0]) + 1
+            limit = int(query['limit'][0])
+            page = servers[start:start + limit]
+            query['marker'] = [page[-1]] if page else []
+            links = ([{'rel': 'next', 'href': '%s%s?%s' % (
+                ENDPOINT, request.path, urllib.parse.urlencode(
+                    query, doseq=True))}]
+                if start + limit < len(servers) else [])
+            return {'servers': [self.server(uuid, 'compute1')
+                                for uuid in page], 'servers_links': links}
+
+        def one(request, context):
+            uuid = request.path.rsplit('/', 1)[1]
+            if uuid in servers:
+                return {'server': self.server(uuid, 'compute1')}
+            context.status_code = 404
+            return {'itemNotFound': {'code': 404}}
+
+        self.requests.get(re.compile(re.escape(
+            ENDPOINT + '/servers/detail?')), json=listing)
+        self.requests.get(re.compile(re.escape(ENDPOINT + '/servers/') +
+                                     '[0-9a-z]+$'), json=one)
+
+    def pages(self):
+        return [urllib.parse.parse_qs(r.query)
+                for r in self.requests.request_history
+                if r.path.endswith('/servers/detail')]
+
     def test_every_server_wanted_from_one_listing(self):
-        self.two_pages(ENDPOINT + '/servers/detail?all_tenants=1&limit=1000',
-                       'compute1', 'compute2')
+        self.serve(['a', 'b', 'c'])
         listed = []
 
         servers = self.compute.servers({'a', 'c', 'gone'}, listed.append)
 
         self.assertEqual(['a', 'c'], sorted(servers))
-        self.assertEqual([2, 3], listed)
-        # The version document, then two pages.
-        self.assertEqual(3, self.requests.call_count)
+        self.assertEqual([3], listed)
+        # The version document, then one page.
+        self.assertEqual(2, self.requests.call_count)
+
+    @mock.patch.object(clients, 'PAGE', 4)
+    def test_ranges_read_every_server_once(self):
+        servers = ['%02d' % n for n in range(30)]
+        self.serve(servers)
+        # Each third server is wanted: 10 of them, 3 ranges of 4 a page.
+        wanted = set(servers[::3])
+        listed = []
+
+        found = self.compute.servers(wanted, listed.append)
+
+        self.assertEqual(wanted, set(found))
+        self.assertEqual(len(servers), max(listed))
+        pages = self.pages()
+        # Split at the 4th and 7th server wanted, in pages of PAGE // 3;
+        # each range reads at most one page past its end.
+        markers = [page.get('marker', [None])[0] for page in pages]
+        self.assertEqual(1, markers.count(None))
+        self.assertIn('09', markers)
+        self.assertIn('18', markers)
+        self.assertEqual({'1'}, {page['limit'][0] for page in pages})
+        self.assertLessEqual(len(pages), len(servers) + 3)
+
+    @mock.patch.object(clients, 'PAGE', 4)
+    def test_a_range_that_fails_fails_the_listing(self):
+        servers = ['%02d' % n for n in range(30)]
+        self.serve(servers)
+        self.requests.get(ENDPOINT + '/servers/detail?all_tenants=1&limit=1&'
+                          'sort_key=uuid&sort_dir=asc&marker=09',
+                          status_code=500)
+
+        error = self.assertRaises(exception.ServiceError,
+                                  self.compute.servers, set(servers[::3]))
+
+        self.assertIn('marker=09: 500', str(error))
+
+    @mock.patch.object(clients, 'PAGE', 4)
+    @mock.patch.object(clients, 'RANGES', 2)
+    def test_a_marker_that_is_no_server_is_not_used(self):
+        servers = ['%02d' % n for n in range(10)]
+        self.serve(servers)
+        # The middle one of the wanted is a migration's consumer.
+        wanted = set(servers[:4]) | {'04x'} | set(servers[5:9])
+
+        found = self.compute.servers(wanted, lambda listed: None)
+
+        self.assertEqual(wanted - {'04x'}, set(found))
+        markers = {page['marker'][0] for page in self.pages()
+                   if 'marker' in page}
+        self.assertNotIn('04x', markers)
+        self.assertIn('05', markers)
 
     def test_servers_listed_with_their_image_properties_where_offered(self):
         url = ENDPOINT + '/servers/detail?all_tenants=1&host=host1'
