@@ -47,8 +47,8 @@ COMPUTE_VERSION = '2.84'
 IMAGE_PROPERTIES_VERSION = '2.98'
 #: Servers per page of a listing: Nova's default [api] max_limit.
 PAGE = 1000
-#: Ranges of the cloud's server listing read at the same time, at most one
-#: per page of the servers wanted: each is served by another API worker.
+#: Ranges of the cloud's server listing read at the same time, one more
+#: per :data:`PAGE` servers wanted: each is served by another API worker.
 RANGES = 4
 #: The last Compute API microversion with the image proxy.
 IMAGE_PROXY_VERSION = '2.35'
@@ -445,11 +445,12 @@ class Compute(Service):
         # NOTE: a range's last page runs past its end; smaller pages keep
         # the servers Nova renders for nothing as few as with one range.
         limit = PAGE // (len(bounds) - 1)
-        found, listed = {}, [0]
+        found, listed = {}, 0
         failed = threading.Event()  # the other ranges stop at their next page
 
         def read_range(first, last):
             """The servers after ``first`` up to ``last``, both UUIDs."""
+            nonlocal listed
             url = ('/servers/detail?all_tenants=1&limit=%d&sort_key=uuid&'
                    'sort_dir=asc' % limit)
             if first:
@@ -464,8 +465,8 @@ class Compute(Service):
                         found.update((server['id'], server)
                                      for server in in_range
                                      if server['id'] in wanted)
-                        listed[0] += len(in_range)
-                        progress(listed[0])
+                        listed += len(in_range)
+                        progress(listed)
                     if last is not None and page and page[-1]['id'] >= last:
                         return  # the next range starts after ``last``
             except BaseException:

@@ -110,11 +110,20 @@ class RabbitMQ:
 
     def add_vhost(self, name):
         """A virtual host for one deployment."""
-        for args in (['add_vhost', name],
-                     ['set_permissions', '-p', name, 'guest', '.*', '.*',
-                      '.*']):
-            subprocess.run([os.path.join(RABBIT_BIN, 'rabbitmqctl')] + args,
-                           env=self.env, check=True, capture_output=True)
+        self.ctl('add_vhost', name)
+        self.ctl('set_permissions', '-p', name, 'guest', '.*', '.*', '.*')
+
+    def consumers(self, vhost, queue):
+        """How many consumers ``queue`` of ``vhost`` has; 0 if none."""
+        out = self.ctl('list_queues', '-p', vhost, '--quiet',
+                       '--no-table-headers', 'name', 'consumers')
+        counts = dict(line.split() for line in out.splitlines() if line)
+        return int(counts.get(queue, 0))
+
+    def ctl(self, *args):
+        return subprocess.run(
+            [os.path.join(RABBIT_BIN, 'rabbitmqctl')] + list(args),
+            env=self.env, check=True, capture_output=True, text=True).stdout
 
 
 class Libvirt:

@@ -297,6 +297,12 @@ def after_rabbitmq_restart(target, stopped):
     # A report published before the conductor declared its queue again
     # is lost; its compute waits rpc_response_timeout (60 s).
     reports = report_times(target, stopped, 150)
+    # The compute's RPC server reconnects on a connection of its own, which
+    # can come back after its state reports: a call published before it
+    # declared its queue again is dropped, and nova-api waits
+    # rpc_response_timeout for the answer. Disable once noht listens.
+    listening = _wait(lambda: target.deployment.rabbit.consumers(
+        target.name, 'compute.noht'), 90)
     target.set_disabled('noht', True)
     in_placement_at_return = DISABLED in target.traits('noht')
     target.set_disabled('noht', False)
@@ -307,6 +313,7 @@ def after_rabbitmq_restart(target, stopped):
         'all computes reported after restart (s)': None if None in
         reports.values() else max(reports.values()),
         'report after restart per host (s)': reports,
+        'noht listening after the reports (s)': listening,
         'disable in placement when the call returned':
             in_placement_at_return,
         'server booted after restart': status,

@@ -174,15 +174,15 @@ class SeededCloud:
             'resources': resources}}, 'project_id': project,
             'user_id': user, 'consumer_generation': None}
             for consumer, resources, node in allocations}
-        for attempt in range(5):
+        for _retry in range(4):
             try:
                 return self.placement('POST', '/allocations', body)
             except RuntimeError as error:
                 # Batches in parallel write the same providers: placement
                 # asks to retry when another changed one meanwhile.
-                if ('placement.concurrent_update' not in str(error) or
-                        attempt == 4):
+                if 'placement.concurrent_update' not in str(error):
                     raise
+        return self.placement('POST', '/allocations', body)
 
     def commands_conf(self):
         path = os.path.join(self.dir, 'commands.conf')
