@@ -615,12 +615,15 @@ class RequestCountTest(_IsolateChecksBase):
         self.assertEqual(sorted(whole, key=str), sorted(
             (move for _code, plan in plans[1:] for move in plan), key=str))
 
-    def test_ranges_of_nova_s_listing(self):
-        servers = self.seed()
-        compute = clients.Compute(ks_adapter.Adapter(
+    def compute_client(self):
+        return clients.Compute(ks_adapter.Adapter(
             ks_session.Session(), service_type='compute',
             endpoint_override=self.compute_api.endpoint,
             additional_headers={'X-Auth-Token': TOKEN}))
+
+    def test_ranges_of_nova_s_listing(self):
+        servers = self.seed()
+        compute = self.compute_client()
         first, last = sorted(server['id'] for server in servers)
         # The split falls on a consumer that is no server: the next stands
         # in, as Nova answers 400 for a marker that is no server.
@@ -640,6 +643,26 @@ class RequestCountTest(_IsolateChecksBase):
              'sort_dir=asc&marker=%s' % last],
             [path for path in pages if last in path and 'marker' in path])
         self.assertNotIn(no_server, ''.join(pages))
+
+    def test_a_marker_deleted_after_it_was_chosen(self):
+        servers = self.seed()
+        compute = self.compute_client()
+        first, last = sorted(server['id'] for server in servers)
+        chosen = compute._markers
+
+        def chosen_then_deleted(wanted):
+            markers = chosen(wanted)
+            self._delete_server({'id': markers[0]})
+            return markers
+
+        # Nova finds markers among deleted servers too, so the range that
+        # starts after ``last`` is read, not refused.
+        with mock.patch.object(clients, 'PAGE', 2), mock.patch.object(
+                clients, 'RANGES', 2), mock.patch.object(
+                compute, '_markers', chosen_then_deleted):
+            found = compute.servers({first, last})
+
+        self.assertEqual({first}, set(found))
 
     def test_progress_of_a_long_run_on_stderr(self):
         self.seed()
