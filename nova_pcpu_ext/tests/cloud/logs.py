@@ -116,8 +116,7 @@ def unexpected_errors(log_dir, stock_pids=(), stock_windows=(), events=()):
                     judged_as = 'stock-' + name.partition('-')[2]
                 entry = next((e for e in allowlist
                               if fnmatch.fnmatch(judged_as, e['log']) and
-                              e['regex'].search(record) and
-                              _during(e, name, _time(record), events)), None)
+                              _excuses(e, record, name, events)), None)
                 if entry:
                     allowed[entry['pattern']] = allowed.get(
                         entry['pattern'], 0) + 1
@@ -155,16 +154,27 @@ def owner(name):
     return '*', service
 
 
-def _during(entry, log_name, when, events):
-    """Whether ``entry`` excuses a record of ``log_name`` at ``when``.
+def _excuses(entry, record, log_name, events):
+    """Whether ``entry`` excuses ``record`` of ``log_name``.
 
-    An entry without ``during`` excuses it at any time; one with it, only
-    within an event it names (``own stop``: a stop of the service that
-    wrote the record) of the record's deployment or a shared one, up to
+    An entry without ``during`` excuses a record it matches at any time;
+    one with it, only within an event it names (``own stop``: a stop of the
+    service that wrote the record; ``{group}``: the text the pattern's
+    named group matched) of the record's deployment or a shared one, up to
     ``within`` seconds after the event ended.
     """
+    match = entry['regex'].search(record)
+    if not match:
+        return False
     if 'during' not in entry:
         return True
+    patterns = [p.format(**match.groupdict()) for p in entry['during']]
+    return _during(patterns, entry.get('within', 0), log_name,
+                   _time(record), events)
+
+
+def _during(patterns, within, log_name, when, events):
+    """Whether an event named by ``patterns`` covers ``when``."""
     if when is None:
         return False
     deployment, service = owner(log_name)
@@ -172,15 +182,14 @@ def _during(entry, log_name, when, events):
         if '*' not in (deployment, event_deployment) and (
                 deployment != event_deployment):
             continue
-        if when < start or (end is not None and
-                            when > end + entry.get('within', 0)):
+        if when < start or (end is not None and when > end + within):
             continue
         # NOTE: "own stop" for "stop of SERVICE" in SERVICE's log.
         what, of, subject = event.rpartition(' of ')
         names = [event] + (['own ' + what] if of and subject == service
                            else [])
         if any(fnmatch.fnmatch(name, pattern)
-               for name in names for pattern in entry['during']):
+               for name in names for pattern in patterns):
             return True
     return False
 

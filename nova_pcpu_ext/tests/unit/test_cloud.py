@@ -330,6 +330,28 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
         unexpected, _ = logs.unexpected_errors(self.dir)
         self.assertEqual(1, len(unexpected))
 
+    def test_a_status_call_timeout_in_its_host_compute_stop_only(self):
+        # nova-api waits rpc_response_timeout for a compute that stopped
+        # with the call in flight; for another host, or long after the
+        # compute is back, the compute failed to answer.
+        self.write('ext-nova-api.out', (
+            '2026-01-01 00:01:00.000 7 ERROR nova.compute.api [req-a u p - '
+            '- default default] An error occurred while updating the '
+            'COMPUTE_STATUS_DISABLED trait on compute node resource '
+            'providers managed by host legacy-ht. The trait will be '
+            'synchronized automatically by the compute service when the '
+            'update_available_resource periodic task runs.: oslo_messaging.'
+            'exceptions.MessagingTimeout: Timed out waiting for a reply\n'))
+        for stop, unexpected_records in (
+                (('stop of compute-legacy-ht', 'ext', self.START,
+                  self.START + 10), 0),
+                (('stop of compute-ht', 'ext', self.START, None), 1),
+                (('stop of compute-legacy-ht', 'stock', self.START, None), 1),
+                (('stop of compute-legacy-ht', 'ext', self.START - 200,
+                  self.START - 100), 1)):
+            unexpected, _ = logs.unexpected_errors(self.dir, events=[stop])
+            self.assertEqual(unexpected_records, len(unexpected), stop)
+
     def test_no_valid_host_is_excused_in_its_own_tempest_run_only(self):
         # The journey on ext runs beside tempest on stock and allows none.
         for name in ('stock-nova-conductor.log', 'ext-nova-conductor.log'):
