@@ -38,6 +38,7 @@ from nova_pcpu_ext.tests.cloud import drills
 from nova_pcpu_ext.tests.cloud import journey
 from nova_pcpu_ext.tests.cloud import logs
 from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests.cloud import releases
 from nova_pcpu_ext.tests.cloud import tempest_run
 from nova_pcpu_ext.tests import placement_server
 
@@ -155,6 +156,8 @@ class Cloud:
             self.image_id = self.shared.upload_image()
 
         backing_services = [identity_and_images, self.rabbit.start]
+        if self.args.journey != 'none':
+            backing_services.append(self.build_releases)
         if not self.args.no_libvirt:
             libvirt = backing.Libvirt(self.procs, self.dir)
             backing_services.append(libvirt.start)
@@ -168,13 +171,19 @@ class Cloud:
                 libvirt=not self.args.no_libvirt)
             for name, extension in DEPLOYMENTS]
         # The journey switches the extension on itself, in a cloud with a
-        # past.
+        # past, and upgrades it.
         if self.args.journey != 'none':
+            self.deployments[-1].run_on(self.releases[journey.STARTS_ON])
             self.deployments[-1].extension = False
             self.deployments[-1].born_before_2023_1 = (
                 journey.BORN_BEFORE_2023_1,)
         phases('nova deployments', _together,
                [lambda d=d: self.deploy(d) for d in self.deployments])
+
+    def build_releases(self):
+        """The virtualenv of each release the journey's deployment runs."""
+        self.releases = {series: releases.build(series, self.dir)
+                         for series in (journey.STARTS_ON,) + journey.UPGRADES}
 
     def deploy(self, deployment):
         deployment.start_placement()

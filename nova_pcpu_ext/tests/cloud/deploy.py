@@ -20,6 +20,7 @@ The extension's part of nova.conf and tempest.conf is written by
 
 import collections
 import configparser
+import contextlib
 import os
 import shlex
 import shutil
@@ -33,6 +34,7 @@ from urllib3.util import retry
 
 from nova_pcpu_ext.tests.cloud import fake_compute
 from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests.cloud import releases
 from nova_pcpu_ext.tests import devstack
 
 BIN = sysconfig.get_path('scripts')
@@ -98,12 +100,12 @@ def run(argv, **kwargs):
 ACCESS_LOG_FORMAT = '%(s)s %(D)s %(r)s'
 
 
-def gunicorn(port, app, workers=1, access_log=None):
+def gunicorn(port, app, workers=1, access_log=None, python=sys.executable):
     # NOTE: no keep-alive. gunicorn closes an idle keep-alive connection
     # after two seconds, and a client reusing it at that moment meets a
     # connection reset: Nova retries the request but logs an ERROR (glance)
     # that would fail the run for no defect.
-    argv = [sys.executable, '-m', 'gunicorn', '--no-control-socket',
+    argv = [python, '-m', 'gunicorn', '--no-control-socket',
             '--bind', '127.0.0.1:%d' % port, '--workers', str(workers),
             '--threads', '4', '--timeout', '120', '--keep-alive', '0',
             '--log-level', 'warning']
@@ -304,31 +306,47 @@ class NovaDeployment:
         self.compute_url = 'http://127.0.0.1:%d/v2.1' % ports['nova-api']
         self.nova_conf = os.path.join(self.dir, 'nova.conf')
         self.computes = [c for c in COMPUTES if c.fake or libvirt]
+        #: The release each part runs from: 'placement', 'controllers' and
+        #: each compute's host.
+        self.releases = collections.defaultdict(lambda: releases.CURRENT)
         #: Computes born under the defaults before 2023.1.
         self.born_before_2023_1 = ()
 
     def service(self, name):
         return '%s-%s' % (self.name, name)
 
+    def run_on(self, release, parts=None):
+        """Start ``parts`` (all by default) from ``release`` from now on."""
+        for part in parts or ['placement', 'controllers'] + [
+                c.host for c in self.computes]:
+            self.releases[part] = release
+
     def start_placement(self, workers=2, access_log=None):
+        """Sync placement's database with its release's tool and start it.
+
+        The first time with a new configuration and an empty database.
+        """
         conf_dir = os.path.join(self.dir, 'placement')
-        os.makedirs(conf_dir, exist_ok=True)
-        write_conf(os.path.join(conf_dir, 'placement.conf'), {
-            'DEFAULT': {'log_file': self.procs.log_path(
-                self.service('placement'))},
-            'placement_database': {'connection': self.db.database(
-                '%s_placement' % self.name)},
-            'api': {'auth_strategy': 'keystone'},
-            'keystone_authtoken': authtoken(self.shared.keystone_url,
-                                            'placement'),
-        })
-        run([os.path.join(BIN, 'placement-manage'), '--config-dir', conf_dir,
-             'db', 'sync'])
+        if not os.path.exists(conf_dir):
+            os.makedirs(conf_dir)
+            write_conf(os.path.join(conf_dir, 'placement.conf'), {
+                'DEFAULT': {'log_file': self.procs.log_path(
+                    self.service('placement'))},
+                'placement_database': {'connection': self.db.database(
+                    '%s_placement' % self.name)},
+                'api': {'auth_strategy': 'keystone'},
+                'keystone_authtoken': authtoken(self.shared.keystone_url,
+                                                'placement'),
+            })
+        release = self.releases['placement']
+        run([os.path.join(release.bin, 'placement-manage'), '--config-dir',
+             conf_dir, 'db', 'sync'])
         env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=conf_dir,
                    CLOUD_WSGI_APP='placement.wsgi.api:application')
         self.procs.start(self.service('placement'), gunicorn(
             self.ports['placement'], 'nova_pcpu_ext.tests.cloud.wsgi',
-            workers=workers, access_log=access_log), env=env)
+            workers=workers, access_log=access_log, python=release.python),
+            env=env)
         self.procs.wait_for_http(self.service('placement'),
                                  self.placement_url)
 
@@ -350,6 +368,8 @@ class NovaDeployment:
             'api': {'auth_strategy': 'keystone'},
             'keystone_authtoken': authtoken(keystone, 'nova'),
             'placement': placement,
+            # As devstack sets it; nova-status fails without it.
+            'service_user': dict(client, send_service_user_token='True'),
             'glance': {'region_name': self.name},
             'neutron': dict(client, auth_url=keystone),
             'oslo_concurrency': {'lock_path': os.path.join(self.dir, 'lock')},
@@ -370,31 +390,46 @@ class NovaDeployment:
             'ComputeFilter', 'ComputeCapabilitiesFilter',
             'ImagePropertiesFilter', 'NUMATopologyFilter'))}
         write_conf(self.nova_conf, conf)
-        shutil.copy(os.path.join(ETC, 'nova', 'api-paste.ini'), self.dir)
         if self.extension:
             devstack.run_plugin(['stack', 'post-config'], self.dir,
                                 NOVA_CONF=self.nova_conf)
-        manage = [os.path.join(BIN, 'nova-manage'), '--config-file',
-                  self.nova_conf]
-        run(manage + ['api_db', 'sync'])
-        run(manage + ['cell_v2', 'map_cell0', '--database_connection',
-                      databases['cell0']])
-        run(manage + ['cell_v2', 'create_cell', '--name', 'cell1',
-                      '--database_connection', databases['cell1'],
-                      '--transport-url', self.transport_url])
-        run(manage + ['db', 'sync'])
+        self.manage('api_db', 'sync')
+        self.manage('cell_v2', 'map_cell0', '--database_connection',
+                    databases['cell0'])
+        self.manage('cell_v2', 'create_cell', '--name', 'cell1',
+                    '--database_connection', databases['cell1'],
+                    '--transport-url', self.transport_url)
+        self.manage('db', 'sync')
 
-    def env(self, eventlet=False):
+    def manage(self, *args):
+        """nova-manage of the controllers' release on nova.conf."""
+        return run([os.path.join(self.releases['controllers'].bin,
+                                 'nova-manage'),
+                    '--config-file', self.nova_conf] + list(args))
+
+    def env(self, part, eventlet=False):
+        """The environment of a service of ``part``.
+
+        Eventlet mode where asked, or where its release has no native
+        threads.
+        """
+        eventlet = eventlet or not self.releases[part].native_threads
         return dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING=(
             '0' if eventlet else '1'))
 
     def start_api(self, workers=1, access_log=None):
-        # nova-api reads api-paste.ini and nova.conf from there.
-        api_env = dict(self.env(), OS_NOVA_CONFIG_DIR=self.dir,
+        # nova-api reads api-paste.ini and nova.conf from there; the
+        # paste file comes with each release. In native threads on every
+        # release: gunicorn's threads run before eventlet could patch them.
+        shutil.copy(os.path.join(self.releases['controllers'].etc, 'nova',
+                                 'api-paste.ini'), self.dir)
+        api_env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING='1',
+                       OS_NOVA_CONFIG_DIR=self.dir,
                        CLOUD_WSGI_APP='nova.wsgi.osapi_compute:application')
         self.procs.start(self.service('nova-api'), gunicorn(
             self.ports['nova-api'], 'nova_pcpu_ext.tests.cloud.wsgi',
-            workers=workers, access_log=access_log), env=api_env)
+            workers=workers, access_log=access_log,
+            python=self.releases['controllers'].python), env=api_env)
 
     def start_services(self):
         self.start_api()
@@ -403,18 +438,21 @@ class NovaDeployment:
                                  ('nova-scheduler', True)):
             name = self.service(binary)
             self.procs.start(name, [
-                os.path.join(BIN, binary), '--config-file', self.nova_conf,
+                os.path.join(self.releases['controllers'].bin, binary),
+                '--config-file', self.nova_conf,
                 '--log-file', self.procs.log_path(name)],
-                env=self.env(eventlet))
+                env=self.env('controllers', eventlet))
         self.procs.wait_for_http(self.service('nova-api'), self.compute_url)
 
     def compute_command(self, compute, conf_path):
         """The command devstack's run_process would be given for n-cpu."""
+        bin_dir = self.releases[compute.host].bin
         if not self.extension:
-            return [os.path.join(BIN, 'nova-compute'), '--config-file',
+            return [os.path.join(bin_dir, 'nova-compute'), '--config-file',
                     conf_path]
         calls = devstack.run_plugin(['stack', 'extra'], self.dir,
-                                    NOVA_CPU_CONF=conf_path)
+                                    NOVA_CPU_CONF=conf_path,
+                                    NOVA_BIN_DIR=bin_dir)
         (call,) = [c for c in calls if c[:2] == ['run_process', 'n-cpu']]
         # run_process n-cpu "COMMAND" GROUP
         command = shlex.split(call[2])
@@ -455,8 +493,6 @@ class NovaDeployment:
             compute_driver='libvirt.LibvirtDriver',
             update_resources_interval=str(UPDATE_INTERVAL))
         conf_path = conf_path_of(self.dir, compute.host)
-        conf['nova_sys_admin'] = {'helper_command': '%s --config-file %s' % (
-            os.path.join(BIN, 'privsep-helper'), conf_path)}
         for section, options in compute.options.items():
             conf.setdefault(section, {}).update(options)
         if compute.host in self.born_before_2023_1:
@@ -466,17 +502,26 @@ class NovaDeployment:
 
     def start_compute(self, compute, strip_late_check=False):
         """Start a compute; a fake one can run without Nova's late check."""
-        command = self.compute_command(compute,
-                                       conf_path_of(self.dir, compute.host))
-        env = self.env(compute.eventlet)
+        conf_path = conf_path_of(self.dir, compute.host)
+        release = self.releases[compute.host]
+        # privsep's helper of the compute's own release.
+        set_option(conf_path, 'nova_sys_admin', 'helper_command',
+                   '%s --config-file %s' % (
+                       os.path.join(release.bin, 'privsep-helper'),
+                       conf_path))
+        command = self.compute_command(compute, conf_path)
+        env, cwd = self.env(compute.host, compute.eventlet), None
         if compute.fake:
-            command = [sys.executable, '-m',
+            # From the release's directory: ``python -m`` puts the working
+            # directory first on the path, and the cloud's is a checkout.
+            cwd = release.prefix
+            command = [release.python, '-m',
                        'nova_pcpu_ext.tests.cloud.fake_compute',
                        str(compute.fake[0]), str(compute.fake[1])] + command
             if strip_late_check:
                 env[fake_compute.STRIP_LATE_CHECK] = '1'
         self.procs.start(self.service('compute-' + compute.host), command,
-                         env=env)
+                         env=env, cwd=cwd)
 
     def switch_extension(self, on):
         """Write the devstack plugin's settings, or remove them.
@@ -526,12 +571,26 @@ def conf_path_of(deployment_dir, host):
     return os.path.join(deployment_dir, 'nova-cpu-%s.conf' % host)
 
 
+def set_option(path, section, name, value):
+    """Set an option of a configuration file."""
+    with _editing(path) as parser:
+        if not parser.has_section(section):
+            parser.add_section(section)
+        parser.set(section, name, value)
+
+
 def unset_options(path, section, names):
     """Remove options from a configuration file, as an operator would."""
+    with _editing(path) as parser:
+        for name in names:
+            parser.remove_option(section, name)
+
+
+@contextlib.contextmanager
+def _editing(path):
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str
     parser.read(path)
-    for name in names:
-        parser.remove_option(section, name)
+    yield parser
     with open(path, 'w') as f:
         parser.write(f)

@@ -22,13 +22,14 @@ off"), through the devstack plugin, and ends with the extension active.
 
 import collections
 import concurrent.futures
+import contextlib
+import functools
 import itertools
 import json
 import os
 import random
 import re
 import subprocess
-import sys
 import threading
 import time
 
@@ -41,6 +42,11 @@ from nova_pcpu_ext.tests import grenade
 HYPERTHREADING = 'HW_CPU_HYPERTHREADING'
 #: {mode: seconds of load before and after the restarts of a step}
 SIZES = {'short': 3, 'full': 60}
+#: The series the journey's deployment starts on (Nova 31), and the
+#: upgrades an operator makes from it: the SLURP jump to 2026.1, skipping
+#: 2025.2, then 2026.2.
+STARTS_ON = '2025.1'
+UPGRADES = ('2026.1', '2026.2')
 #: The configured VCPU ratio the ext computes write (Nova's initial 4.0).
 VCPU_RATIO = 4.0
 #: Seconds a restarted service has to be back.
@@ -70,7 +76,8 @@ class Load:
     turn, waits for it and deletes it; one disables a compute and enables
     it again. Every API error and every server not ACTIVE is recorded; a
     server that ends in ERROR while a service restarts (``restarts``:
-    [start, end or None while it lasts] of each) is counted apart.
+    [start, end or None while it lasts] of each) is counted apart. While
+    :meth:`paused`, neither starts anything.
     """
 
     def __init__(self, target, flavors, hosts, restarts):
@@ -79,25 +86,34 @@ class Load:
         self.hosts = hosts
         self.restarts = restarts
         self.rng = random.Random(drills.SEED)
+        self.kinds = itertools.cycle(flavors)
         self.stopped = threading.Event()
+        self.resumed = threading.Event()
+        self.resumed.set()
         self.scheduler_has_extension = False
         self.outcomes = collections.Counter()
         self.api_errors, self.anomalies, self.restarted = [], [], []
-        self.threads = [threading.Thread(target=self._guard, args=(f,))
-                        for f in (self._boots, self._status_changes)]
+        self.turns = [threading.Lock(), threading.Lock()]
+        self.threads = [threading.Thread(target=self._guard, args=args)
+                        for args in zip((self._boot, self._status_change),
+                                        self.turns)]
 
     def start(self):
         for thread in self.threads:
             thread.start()
         return self
 
+    def booted(self):
+        """Servers booted so far, whatever became of them."""
+        return sum(self.outcomes[outcome] for outcome in (
+            'ACTIVE', 'No valid host', 'restart', 'other'))
+
     def stop(self):
         self.stopped.set()
         for thread in self.threads:
             thread.join()
         figures = {
-            'servers booted': sum(self.outcomes[outcome] for outcome in (
-                'ACTIVE', 'No valid host', 'restart', 'other')),
+            'servers booted': self.booted(),
             'servers ACTIVE': self.outcomes['ACTIVE'],
             'servers with No valid host': self.outcomes['No valid host'],
             'servers in ERROR while a service restarted': self.outcomes[
@@ -111,31 +127,44 @@ class Load:
         }
         return figures
 
-    def _guard(self, function):
-        while not self.stopped.is_set():
-            try:
-                function()
-            except Exception as error:
-                self.api_errors.append('%s: %s: %s' % (
-                    function.__name__, type(error).__name__, error))
-                time.sleep(1)
+    @contextlib.contextmanager
+    def paused(self):
+        """Nothing new starts meanwhile; what is in flight ends first."""
+        self.resumed.clear()
+        for turn in self.turns:
+            turn.acquire()
+        try:
+            yield
+        finally:
+            for turn in self.turns:
+                turn.release()
+            self.resumed.set()
 
-    def _boots(self):
-        for kind in itertools.cycle(self.flavors):
-            if self.stopped.is_set():
-                return
-            scheduled_by_extension = self.scheduler_has_extension
-            booted = time.time()
-            server_id = drills.boot(self.target, self.flavors[kind])
-            try:
-                server = drills.wait_for_servers(
-                    self.target, [server_id], 120)[server_id]
-                # Judged only if the extension's scheduler ran throughout.
-                self._judge(kind, server, scheduled_by_extension and
-                            self.scheduler_has_extension,
-                            (booted, time.time()))
-            finally:
-                drills.delete_servers(self.target, [server_id])
+    def _guard(self, function, turn):
+        while not self.stopped.is_set():
+            # A thread taking its turn again at once would starve paused().
+            self.resumed.wait()
+            with turn:
+                try:
+                    function()
+                except Exception as error:
+                    self.api_errors.append('%s: %s: %s' % (
+                        function.__name__, type(error).__name__, error))
+                    time.sleep(1)
+
+    def _boot(self):
+        kind = next(self.kinds)
+        scheduled_by_extension = self.scheduler_has_extension
+        booted = time.time()
+        server_id = drills.boot(self.target, self.flavors[kind])
+        try:
+            server = drills.wait_for_servers(
+                self.target, [server_id], 120)[server_id]
+            # Judged only if the extension's scheduler ran throughout.
+            self._judge(kind, server, scheduled_by_extension and
+                        self.scheduler_has_extension, (booted, time.time()))
+        finally:
+            drills.delete_servers(self.target, [server_id])
 
     def _judge(self, kind, server, scheduled_by_extension, lifetime):
         fault = server.get('fault', {}).get('message', '')
@@ -164,7 +193,7 @@ class Load:
             self.anomalies.append('isolate server %s on a hyperthreaded '
                                   'host' % server['id'])
 
-    def _status_changes(self):
+    def _status_change(self):
         host = self.rng.choice(self.hosts)
         try:
             self.target.set_disabled(host, True)
@@ -204,6 +233,18 @@ def not_passed(checks):
     return sorted(name for name, (result, _) in checks.items() if result)
 
 
+def nova_not_passed(table):
+    """Names of the checks not passed in nova-status's table, sorted.
+
+    nova-status prints a table only: "| Check: NAME |", then "| Result:
+    RESULT |" for each.
+    """
+    cells = re.findall(r'^\| (Check|Result): (.*?) *\|$', table, re.M)
+    return sorted(name for (_, name), (_, result) in zip(cells[::2],
+                                                         cells[1::2])
+                  if result != 'Success')
+
+
 def held_sum(holding):
     held = collections.Counter()
     for resources in holding.values():
@@ -240,9 +281,11 @@ class Journey:
     def command(self, *argv):
         """(exit code, stdout) of an operator command on nova.conf."""
         result = subprocess.run(
-            [os.path.join(deploy.BIN, argv[0]), '--config-file',
+            [os.path.join(self.deployment.releases['controllers'].bin,
+                          argv[0]), '--config-file',
              self.deployment.nova_conf] + list(argv[1:]),
-            capture_output=True, text=True, env=self.deployment.env(),
+            capture_output=True, text=True,
+            env=self.deployment.env('controllers'),
             timeout=900)
         return result.returncode, result.stdout
 
@@ -355,7 +398,11 @@ class Journey:
         return {p.pid for p in processes.process_table() if p.pgid == group}
 
     def restart(self, on, name, service, start):
-        """Stop ``service`` and ``start()`` it; seconds until it is back."""
+        """Stop ``service`` and ``start()`` it; seconds until it is back.
+
+        ``on``: whether the extension is being switched on or off, or
+        None if it stays on (an upgrade).
+        """
         window = [time.time(), None]
         self.restarts.append(window)
         stock = self.pids(service)
@@ -365,7 +412,8 @@ class Journey:
         back = drills._wait(lambda: self.back(name) != before,
                             BACK_TIMEOUT)
         window[1] = time.time()
-        self.stock_pids |= stock if on else self.pids(service)
+        if on is not None:
+            self.stock_pids |= stock if on else self.pids(service)
         return back
 
     def services(self):
@@ -419,10 +467,7 @@ class Journey:
     def under_load(self, on):
         """:meth:`roll` under load, with what the load and the cloud saw."""
         before = self.servers()
-        load = Load(self.target, self.flavors, sorted(
-            set(self.target.providers) - {GRENADE_DISABLED_HOST,
-                                          ALWAYS_ENABLED_HOST}),
-            self.restarts).start()
+        load = self.load()
         load.scheduler_has_extension = not on
         try:
             time.sleep(self.load_seconds)
@@ -430,8 +475,24 @@ class Journey:
             time.sleep(self.load_seconds)
         finally:
             figures = load.stop()
+        figures.update(self.after_restarts(before, back_in, figures))
+        return figures, ratio_fixed
+
+    def load(self):
+        """A :class:`Load` started on the hosts it may disable."""
+        return Load(self.target, self.flavors, sorted(
+            set(self.target.providers) - {GRENADE_DISABLED_HOST,
+                                          ALWAYS_ENABLED_HOST}),
+            self.restarts).start()
+
+    def after_restarts(self, before, back_in, load_figures):
+        """What a step's restarts under load left.
+
+        ``before``: :meth:`servers` before the step; ``back_in``: the
+        seconds until each restarted service was back.
+        """
         after = self.servers()
-        figures.update({
+        return {
             'workload servers changed': sorted(
                 '%s: %s -> %s' % (i, before[i], after.get(i))
                 for i in before if after.get(i) != before[i]),
@@ -440,11 +501,10 @@ class Journey:
             'ratios changed': self.ratios_changed(),
             'seconds until each restarted service was back': back_in,
             'slowest return after a restart (s)': slowest(back_in),
-            'servers in ERROR per restart': round(figures[
+            'servers in ERROR per restart': round(load_figures[
                 'servers in ERROR while a service restarted'] / len(
                     back_in), 2),
-        })
-        return figures, ratio_fixed
+        }
 
     # The steps --------------------------------------------------------------
 
@@ -457,14 +517,15 @@ class Journey:
         """
         scheduler = self.deployment.service('nova-scheduler')
         argv, env, _cwd = self.target.procs.commands[scheduler]
+        release = self.deployment.releases['controllers']
         (ht,) = [c for c in self.deployment.computes if c.host == 'ht']
 
         def restart(stripped):
             self.restart(False, 'scheduler', 'nova-scheduler',
                          lambda: self.target.procs.start(scheduler, (
-                             [sys.executable, '-m',
+                             [release.python, '-m',
                               'nova_pcpu_ext.tests.late_check'] if stripped
-                             else []) + argv, env=env))
+                             else []) + argv, env=env, cwd=release.prefix))
             self.restart(False, 'ht', 'compute-ht',
                          lambda: self.deployment.start_compute(
                              ht, strip_late_check=stripped))
@@ -636,23 +697,109 @@ class Journey:
             'ratios changed': self.ratios_changed(),
         }
 
+    # Upgrades -------------------------------------------------------------
+
+    def both_checks(self):
+        """Exit code and checks not passed: nova-status's, the extension's."""
+        nova_code, out = self.command('nova-status', 'upgrade', 'check')
+        code, checks = self.upgrade_check()
+        return nova_code, nova_not_passed(out), code, not_passed(checks)
+
+    def versions(self):
+        """What every part of the deployment runs, as a line."""
+        releases = self.deployment.releases
+        computes = sorted({releases[c.host].versions['nova']
+                           for c in self.deployment.computes})
+        return 'placement %s, controllers %s, computes %s' % (
+            releases['placement'].versions['placement'],
+            releases['controllers'].versions['nova'], ' and '.join(computes))
+
+    def upgrade(self, series):
+        """Upgrade to ``series`` under load, as install.rst says.
+
+        placement and the controllers first (their database migrations
+        with the new release's tools), while the load pauses; then each
+        compute, so that computes of the old release serve boots beside
+        the new controllers; the online data migrations last.
+        """
+        new = self.cloud.releases[series]
+        nova_before, _, ext_before, _ = self.both_checks()
+        before = self.servers()
+        load = self.load()
+        load.scheduler_has_extension = True
+        back_in, services = {}, self.services()
+        try:
+            time.sleep(self.load_seconds)
+            with load.paused():
+                back_in['controllers'] = self.upgrade_controllers(new)
+            booted = load.booted()
+            for compute in self.deployment.computes:
+                self.deployment.run_on(new, [compute.host])
+                back_in[compute.host] = self.restart(
+                    None, compute.host, *services[compute.host])
+            mixed = load.booted() - booted
+            self.deployment.manage('db', 'online_data_migrations')
+            time.sleep(self.load_seconds)
+        finally:
+            figures = load.stop()
+        (nova_after, nova_not_passed, ext_after,
+         not_passed_after) = self.both_checks()
+        figures.update(self.after_restarts(before, back_in, figures))
+        figures.update({
+            'versions': self.versions(),
+            'servers booted while computes were of two releases': mixed,
+            'nova-status upgrade check exit code before, after': '%d, %d' % (
+                nova_before, nova_after),
+            'nova-status checks not passed after': nova_not_passed,
+            'extension upgrade check exit code before, after': '%d, %d' % (
+                ext_before, ext_after),
+            'extension upgrade checks not passed after': not_passed_after,
+        })
+        return figures
+
+    def upgrade_controllers(self, release):
+        """placement, then the Nova controllers, on ``release``.
+
+        The seconds they were down. The computes stay on their release.
+        """
+        deployment, procs = self.deployment, self.target.procs
+        window = [time.time(), None]
+        self.restarts.append(window)
+        start = time.monotonic()
+        deployment.run_on(deployment.releases['controllers'], [
+            c.host for c in deployment.computes])
+        procs.stop(deployment.service('placement'))
+        deployment.run_on(release, ['placement'])
+        deployment.start_placement()  # placement-manage db sync first
+        procs.stop(*[deployment.service(name) for name in (
+            'nova-api', 'nova-conductor', 'nova-scheduler')])
+        deployment.run_on(release, ['controllers'])
+        deployment.manage('api_db', 'sync')
+        deployment.manage('db', 'sync')
+        deployment.start_services()
+        window[1] = time.time()
+        return round(time.monotonic() - start, 1)
+
     def run(self):
-        steps = (('stock with damage', self.stock_with_damage),
+        steps = [('stock with damage', self.stock_with_damage),
                  ('before', self.before),
                  ('rolling enable', self.rolling_enable),
                  ('repair', self.repair),
                  ('rollback', self.rollback),
-                 ('back on', self.back_on))
+                 ('back on', self.back_on)] + [
+                     ('upgrade to ' + series,
+                      functools.partial(self.upgrade, series))
+                     for series in UPGRADES]
         for name, step in steps:
             start = time.monotonic()
             try:
-                # grenade's resources span the rollback and back on, as
-                # they span an upgrade.
+                # grenade's resources span the rollback, back on and the
+                # upgrades.
                 created = self.grenade('create') if name == 'rollback' else 0
                 self.steps[name] = step()
                 if created != 0:
                     self.steps[name]['grenade resources created'] = created
-                if name == 'back on':
+                if name == steps[-1][0]:
                     self.steps[name]['grenade resources verified'] = (
                         self.grenade('verify'))
             except Exception as error:
@@ -779,12 +926,25 @@ CHECKS = (
           lambda v: v == ['Configuration', HARDLY_MOVE]),
     Check('rollback', 'grenade resources created', 'True',
           lambda v: v is True),
-    Check('back on', 'grenade resources verified', 'True',
+    Check('upgrade to ' + UPGRADES[-1], 'grenade resources verified', 'True',
           lambda v: v is True),
 ) + tuple(Check(step, *check)
-          for step in ('rolling enable', 'rollback', 'back on')
+          for step in ('rolling enable', 'rollback', 'back on') + tuple(
+              'upgrade to ' + series for series in UPGRADES)
           for check in AFTER_RESTARTS + (
-              UNDER_LOAD if step != 'back on' else ()))
+              UNDER_LOAD if step != 'back on' else ())) + tuple(
+    Check('upgrade to ' + series, *check) for series in UPGRADES
+    for check in (
+        ('nova-status upgrade check exit code before, after', '0, 0',
+         lambda v: v == '0, 0'),
+        ('nova-status checks not passed after', 'none', _none),
+        # The legacy servers stay: their warning (exit 1) is all.
+        ('extension upgrade check exit code before, after', '1, 1',
+         lambda v: v == '1, 1'),
+        ('extension upgrade checks not passed after', HARDLY_MOVE,
+         lambda v: v == [HARDLY_MOVE]),
+        ('servers booted while computes were of two releases', '>= 1',
+         lambda v: v >= 1)))
 
 
 def rows(steps):

@@ -34,6 +34,7 @@ from nova_pcpu_ext.tests.cloud import drills
 from nova_pcpu_ext.tests.cloud import journey
 from nova_pcpu_ext.tests.cloud import logs
 from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests.cloud import releases
 from nova_pcpu_ext.tests.cloud import tempest_run
 
 CLOUD_CONSTRAINTS = os.path.join(os.path.dirname(__file__), os.pardir,
@@ -619,6 +620,97 @@ class JourneyVerdictTest(testtools.TestCase):
         (row,) = [r for r in rows if r['step'] == 'rollback' and
                   r['figure'] == 'workload servers changed']
         self.assertEqual((1, False), (row['value'], row['ok']))
+
+    def test_each_upgrade_is_judged(self):
+        # Nova's own check must pass after each upgrade, the extension's
+        # warn of the legacy servers only, and some boots must meet
+        # computes of both releases.
+        for series in journey.UPGRADES:
+            step = 'upgrade to ' + series
+            rows = {r['figure']: r['ok'] for r in journey.rows({step: {
+                'nova-status upgrade check exit code before, after': '0, 2',
+                'nova-status checks not passed after': [
+                    'Service User Token Configuration'],
+                'extension upgrade check exit code before, after': '1, 1',
+                'servers booted while computes were of two releases': 0}})
+                if r['step'] == step}
+            self.assertEqual({
+                'nova-status upgrade check exit code before, after': False,
+                'nova-status checks not passed after': False,
+                'extension upgrade check exit code before, after': True,
+                'servers booted while computes were of two releases': False,
+            }, {figure: rows[figure] for figure in (
+                'nova-status upgrade check exit code before, after',
+                'nova-status checks not passed after',
+                'extension upgrade check exit code before, after',
+                'servers booted while computes were of two releases')})
+        # grenade's resources are verified after the last upgrade only.
+        self.assertIn('journey upgrade to %s: grenade resources verified is '
+                      'None, needs True' % journey.UPGRADES[-1],
+                      journey.failures({'rows': journey.rows({})}))
+
+    def test_nova_status_table(self):
+        table = textwrap.dedent('''
+            +-----------------------------------------------+
+            | Upgrade Check Results                         |
+            +-----------------------------------------------+
+            | Check: Cells v2                               |
+            | Result: Success                               |
+            | Details: None                                 |
+            +-----------------------------------------------+
+            | Check: Service User Token Configuration       |
+            | Result: Failure                               |
+            | Details:                                      |
+            |   Service user token configuration is needed. |
+            +-----------------------------------------------+
+            | Check: hw_machine_type unset                  |
+            | Result: Warning                               |
+            | Details: None                                 |
+            +-----------------------------------------------+
+            ''')
+        self.assertEqual(['Service User Token Configuration',
+                          'hw_machine_type unset'],
+                         journey.nova_not_passed(table))
+
+
+class ReleasesTest(testtools.TestCase):
+
+    def test_services_run_in_their_release_default_mode(self):
+        # Before 2026.2 eventlet, whatever the cloud asks for a compute.
+        old = releases.Release('2025.1', '/venvs/2025.1')
+        self.assertFalse(old.native_threads)
+        self.assertTrue(releases.CURRENT.native_threads)
+        self.assertEqual('/venvs/2025.1/bin/python', old.python)
+
+
+class LoadPauseTest(testtools.TestCase):
+
+    def test_pause_waits_for_what_is_in_flight_only(self):
+        # Each thread takes its turn again as soon as it ends one: nothing
+        # starts while the pause lasts, and the load goes on after it.
+        class Busy(journey.Load):
+            turns_taken = []
+
+            def _boot(self):
+                self.turns_taken.append('boot')
+                time.sleep(0.05)
+
+            def _status_change(self):
+                self.turns_taken.append('status')
+                time.sleep(0.05)
+
+        load = Busy(None, {'shared': 'f'}, [], []).start()
+        self.addCleanup(load.stop)
+        time.sleep(0.2)
+        start = time.monotonic()
+        with load.paused():
+            entered = time.monotonic() - start
+            taken = len(load.turns_taken)
+            time.sleep(0.3)
+            self.assertEqual(taken, len(load.turns_taken))
+        self.assertLess(entered, 5)
+        time.sleep(0.2)
+        self.assertGreater(len(load.turns_taken), taken)
 
 
 class JourneyRatiosTest(testtools.TestCase):
