@@ -121,30 +121,6 @@ def _compute_node_ratios(compute_node):
             if compute_node.obj_attr_is_set('%s_allocation_ratio' % stem)}
 
 
-class _RatioEnforcingDriver(object):
-    """The resource tracker's view of the virt driver.
-
-    Every attribute is the driver's own, but ``update_provider_tree`` also
-    applies the ratio rule to what the driver reported.
-    """
-
-    def __init__(self, driver, enforce):
-        self._driver = driver
-        self._enforce = enforce
-
-    def __getattr__(self, name):
-        return getattr(self._driver, name)
-
-    def update_provider_tree(self, provider_tree, nodename, *args,
-                             **kwargs):
-        held = _ratios_held(provider_tree, nodename)
-        # Forward exactly what the resource tracker passed: it only names
-        # ``allocations`` when it reshapes.
-        self._driver.update_provider_tree(provider_tree, nodename, *args,
-                                          **kwargs)
-        self._enforce(provider_tree, nodename, held)
-
-
 class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
     """Allocation ratios from config with sane defaults.
 
@@ -177,11 +153,14 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.driver = _RatioEnforcingDriver(self.driver, self._enforce_ratios)
+        self.driver = plugins.DriverView(self.driver, self._apply_ratios)
         # nodename -> {resource class: ratio} last sent to placement
         self._placement_ratios = {}
 
-    def _enforce_ratios(self, provider_tree, nodename, held):
+    def _apply_ratios(self, update, provider_tree, nodename):
+        """Apply the ratio rule to what the driver reports."""
+        held = _ratios_held(provider_tree, nodename)
+        update()
         ratios = configured_ratios(CONF, held)
         root_uuid = provider_tree.data(nodename).uuid
         for uuid in provider_tree.get_provider_uuids(nodename):

@@ -20,6 +20,9 @@
 * Isolate servers (bug 1889633): servers that must not share a core with
   another thread but consume ``VCPU`` on a hyperthreaded host, told apart
   from those Nova isolated the legacy way on ``vcpu_pin_set`` hosts.
+* Legacy hosts (no ``PCPU`` inventory) and hosts reporting ``PCPU``,
+  which the modes of the ``isolate_vcpu_fallback`` request filter treat
+  apart.
 """
 
 import concurrent.futures
@@ -246,10 +249,14 @@ def ratio_changes(placement, conf, progress=_quiet):
 
 @dataclasses.dataclass
 class IsolateServer:
-    """A server whose request forbids hyperthreads, on a hyperthreaded host."""
+    """A server whose request forbids hyperthreads, on a hyperthreaded host.
+
+    Or an ``isolate`` server on a legacy host without hyperthreads, where
+    :func:`isolate_servers` is asked to scan those too.
+    """
 
     server: dict
-    #: The hyperthreaded provider it holds resources of.
+    #: The hyperthreaded provider (or legacy host) it holds resources of.
     provider: dict
     #: Why its request forbids hyperthreads, such as ``flavor
     #: hw:cpu_thread_policy=isolate``; '' when only unsure.
@@ -267,6 +274,10 @@ class IsolateServer:
     #: The providers of its compute node's tree, other than the node, it
     #: holds resources of: VGPU, PCI devices, port bandwidth.
     nested: frozenset = frozenset()
+    #: Its provider has the ``HW_CPU_HYPERTHREADING`` trait; else it is a
+    #: legacy host without hyperthreads (see ``legacy_hosts`` of
+    #: :func:`isolate_servers`).
+    hyperthreaded: bool = True
 
     @property
     def host(self):
@@ -280,12 +291,17 @@ class IsolateServer:
 
 @dataclasses.dataclass
 class IsolateScan:
-    """What :func:`isolate_servers` found on the hyperthreaded hosts."""
+    """What :func:`isolate_servers` found on the hyperthreaded hosts.
+
+    And on the legacy hosts without hyperthreads it was asked to scan.
+    """
 
     found: list
     #: ``{compute node: [consumer UUID]}``: servers that could not be read,
     #: such as those of a cell that is down.
     unseen: dict
+    #: Names of the legacy hosts without hyperthreads scanned too.
+    without_ht: frozenset = frozenset()
 
 
 def _policy(specs, properties, name):
@@ -343,7 +359,8 @@ def _hosts_matching(hosts, host):
             if host in (node, service_host)}
 
 
-def isolate_servers(placement, compute, host=None, progress=_quiet):
+def isolate_servers(placement, compute, host=None, progress=_quiet,
+                    legacy_hosts=()):
     """An :class:`IsolateScan` of the hyperthreaded hosts.
 
     The consumers of every hyperthreaded provider are read from placement,
@@ -352,19 +369,25 @@ def isolate_servers(placement, compute, host=None, progress=_quiet):
 
     :param host: only this compute host (as the Compute API names
         services) or compute node.
+    :param legacy_hosts: legacy compute node providers (see
+        :func:`compute_nodes`) to scan too: on those without hyperthreads,
+        only servers with the ``isolate`` thread policy are kept.
     :raises NotFound: if no compute host or node has that name.
     """
     hyperthreaded = placement.providers(required=HYPERTHREADING)
+    with_ht = {provider['uuid'] for provider in hyperthreaded}
+    targets = hyperthreaded + [provider for provider in legacy_hosts
+                               if provider['uuid'] not in with_ht]
     if host:
         hosts = _node_hosts(compute)
         nodes = _hosts_matching(hosts, host) | {host}
-        hyperthreaded = [p for p in hyperthreaded if p['name'] in nodes]
-        if not hyperthreaded:
+        targets = [p for p in targets if p['name'] in nodes]
+        if not targets:
             providers(placement, compute, host)  # unknown, or no HT there
     consumers = read_all(lambda provider: placement.allocations(
-        provider['uuid']), hyperthreaded, progress, 'reading allocations')
+        provider['uuid']), targets, progress, 'reading allocations')
     # ``[(provider, its consumers)]`` of the providers with consumers.
-    used = [item for item in zip(hyperthreaded, consumers) if item[1]]
+    used = [item for item in zip(targets, consumers) if item[1]]
     wanted = {consumer for _provider, on_provider in used
               for consumer in on_provider}
     if not wanted:
@@ -384,12 +407,15 @@ def isolate_servers(placement, compute, host=None, progress=_quiet):
     listed.update(zip(missing, read_all(compute.server, missing, progress,
                                         'asking for servers not listed')))
     scans = read_all(
-        lambda item: _scan_provider(placement, compute, listed, *item),
+        lambda item: _scan_provider(placement, compute, listed, *item,
+                                    hyperthreaded=item[0]['uuid'] in with_ht),
         used, progress, 'reading the allocations of servers found')
     return IsolateScan(
         [found for on_host, _unseen in scans for found in on_host],
         {provider['name']: unseen for (provider, _consumers), (_found, unseen)
-         in zip(used, scans) if unseen})
+         in zip(used, scans) if unseen},
+        frozenset(provider['name'] for provider in targets
+                  if provider['uuid'] not in with_ht))
 
 
 def _node_hosts(compute):
@@ -404,10 +430,14 @@ def _node_hosts(compute):
         return {}
 
 
-def _scan_provider(placement, compute, listed, provider, consumers):
+def _scan_provider(placement, compute, listed, provider, consumers,
+                   hyperthreaded=True):
     """``([IsolateServer], [unseen consumer])`` of one provider.
 
     :param listed: ``{UUID: server or None}`` of every consumer.
+    :param hyperthreaded: else a legacy host without hyperthreads, where
+        only the ``isolate`` thread policy matters: a forbidden trait is
+        met there, as Nova's fallback query carries it.
     """
     found, unseen = [], []
     for consumer in consumers:
@@ -418,7 +448,8 @@ def _scan_provider(placement, compute, listed, provider, consumers):
             unseen.append(consumer)  # its cell is down
             continue
         reason, unsure = isolate_reason(server, compute)
-        if reason or unsure:
+        if (reason or unsure) and (hyperthreaded or _cpu_policy(
+                server, compute, 'cpu_thread_policy') == 'isolate'):
             found.append((server, reason, unsure))
     if not found:
         return [], unseen
@@ -437,7 +468,8 @@ def _scan_provider(placement, compute, listed, provider, consumers):
             dedicated=_cpu_policy(server, compute,
                                   'cpu_policy') == 'dedicated',
             unsure=unsure, nested=frozenset(
-                (set(allocations) - {provider['uuid']}) & (tree or set()))))
+                (set(allocations) - {provider['uuid']}) & (tree or set())),
+            hyperthreaded=hyperthreaded))
     return isolate_servers, unseen
 
 
@@ -485,3 +517,71 @@ def destination(placement, found, forbid_trait=False):
         if name is not None:
             return name
     return None
+
+
+@dataclasses.dataclass
+class ComputeNodes:
+    """The cloud's compute node providers, by how they report their CPUs.
+
+    A compute node provider is the root of a tree with ``VCPU`` or
+    ``PCPU`` inventory. Each list is in placement's order.
+    """
+
+    #: Those whose tree reports ``VCPU`` but no ``PCPU``: configured with
+    #: ``vcpu_pin_set``, or with no dedicated CPUs. Nova's VCPU fallback
+    #: query exists for them.
+    legacy: list
+    #: Those whose tree reports ``PCPU``.
+    new_style: list
+    #: UUIDs of the providers with the ``HW_CPU_HYPERTHREADING`` trait.
+    hyperthreaded: frozenset
+
+    def legacy_with_ht(self):
+        return [provider for provider in self.legacy
+                if provider['uuid'] in self.hyperthreaded]
+
+
+def compute_nodes(placement, progress=_quiet):
+    """The :class:`ComputeNodes` of the cloud.
+
+    The provider list, every provider's inventories (each tree's, as
+    ``PCPU`` may be reported below the root) and the hyperthreaded
+    providers: what the inventory audit and the isolate scan read too.
+    """
+    every = placement.providers()
+    held = read_all(lambda provider: placement.inventories(
+        provider['uuid'])[1], every, progress, 'reading inventories')
+    classes = {}  # {root UUID: resource classes of its tree}
+    for provider, inventories in zip(every, held):
+        classes.setdefault(_root(provider), set()).update(inventories)
+    legacy, new_style = [], []
+    for provider in every:
+        if _root(provider) != provider['uuid']:
+            continue  # nested: a tree is judged by its root
+        if orc.PCPU in classes[provider['uuid']]:
+            new_style.append(provider)
+        elif orc.VCPU in classes[provider['uuid']]:
+            legacy.append(provider)
+    return ComputeNodes(legacy, new_style, frozenset(
+        provider['uuid'] for provider in
+        placement.providers(required=HYPERTHREADING)))
+
+
+def _root(provider):
+    return provider.get('root_provider_uuid', provider['uuid'])
+
+
+def lacking_trait(placement, targets, trait):
+    """The providers of ``targets`` without ``trait``.
+
+    Two requests whatever the number of providers: whether placement
+    knows the trait (it refuses to filter by one it does not know), then
+    the providers with it.
+    """
+    if not targets:
+        return []
+    known, = placement.get('/traits?name=in:%s' % trait, 'traits')
+    having = {provider['uuid'] for provider in
+              placement.providers(required=trait)} if known else set()
+    return [provider for provider in targets
+            if provider['uuid'] not in having]

@@ -268,6 +268,30 @@ def require_calls(symbol, tree, function, uses=()):
         _fail(symbol, 'no longer reads %s' % ', '.join(missing))
 
 
+def require_any_call(symbol, tree, names):
+    """Which of the functions or methods ``names`` ``symbol`` calls.
+
+    For a call whose target shows how Nova behaves, such as the report
+    client method the resource tracker takes its snapshot with.
+
+    :param symbol: ``module:Class.method``, defined in ``tree``.
+    :param tree: the ``ast`` of the symbol's module (see
+        :func:`source_tree`).
+    :param names: names called as ``anything.name(...)`` or ``name(...)``.
+    :returns: the names it calls, in the order of ``names``; never empty.
+    :raises IncompatibleNova: when it calls none of them.
+    """
+    node = _definition(tree, symbol.partition(':')[2])
+    if node is None:
+        _fail(symbol, 'is not defined in the source of its module')
+    called = {getattr(call.func, 'attr', getattr(call.func, 'id', None))
+              for call in ast.walk(node) if isinstance(call, ast.Call)}
+    found = [name for name in names if name in called]
+    if not found:
+        _fail(symbol, 'calls neither %s' % ' nor '.join(names))
+    return found
+
+
 def require_option(conf, group, name):
     """Check that Nova registers the option ``[group] name``."""
     if group not in conf or name not in conf[group]:

@@ -51,7 +51,7 @@ Related options:
 """),
     cfg.ListOpt(
         'resource_tracker_mixins',
-        default=['allocation_ratios'],
+        default=['allocation_ratios', 'pcpu_trait'],
         help="""
 Mixins composed into Nova's resource tracker in nova-compute.
 
@@ -59,6 +59,11 @@ Names of entry points in the ``nova_pcpu_ext.resource_tracker`` namespace;
 the first name is outermost in the method resolution order. An empty list
 leaves Nova's resource tracker untouched. An unknown name stops nova-compute
 at startup.
+
+``pcpu_trait`` reports the ``CUSTOM_PCPU_EXT_REPORTS_PCPU`` trait on every
+compute node provider whose tree has ``PCPU`` inventory, and removes it
+where that inventory is gone; ``[pcpu_ext] isolate_fallback_mode =
+legacy_only`` on the schedulers relies on it.
 
 Changing this option takes effect when the service restarts.
 """),
@@ -136,39 +141,62 @@ request_filter_opts = [
         default='drop',
         choices=[
             ('drop', 'Do not make the VCPU fallback query for requests that '
-                     'forbid HW_CPU_HYPERTHREADING.'),
-            ('forbid_trait', 'Make the VCPU fallback query, but forbid '
-                             'HW_CPU_HYPERTHREADING in it too, so legacy '
-                             '(vcpu_pin_set) hosts without hyperthreads stay '
-                             'eligible.'),
+                     'forbid HW_CPU_HYPERTHREADING: only hosts reporting '
+                     'PCPU without hyperthreads take isolate instances.'),
+            ('legacy_only', 'Make the VCPU fallback query of every pinned '
+                            'request forbid the CUSTOM_PCPU_EXT_REPORTS_PCPU '
+                            'trait on the host, so it yields legacy hosts '
+                            '(no PCPU inventory) only, with or without '
+                            'hyperthreads.'),
+            ('forbid_trait', 'Deprecated: make the VCPU fallback query '
+                             'forbid HW_CPU_HYPERTHREADING too, so only '
+                             'legacy hosts without hyperthreads stay '
+                             'eligible. Use legacy_only.'),
         ],
         help="""
-What the ``isolate_vcpu_fallback`` request filter does with the VCPU
-fallback query of a request with the ``isolate`` CPU thread policy
-(``hw:cpu_thread_policy=isolate`` in the flavor or
-``hw_cpu_thread_policy=isolate`` in the image).
+What the ``isolate_vcpu_fallback`` request filter does with Nova's VCPU
+fallback placement query.
 
-Nova asks placement for ``PCPU`` without the ``HW_CPU_HYPERTHREADING``
-trait first and, for pinned requests, a second time for ``VCPU`` so that
-hosts still configured with ``vcpu_pin_set`` can be used. For ``isolate``
-that second query does not forbid the trait, so a hyperthreaded host
-configured with ``[compute] cpu_dedicated_set`` is a candidate that Nova
-only rejects late, in its NUMA fitting (Nova bug 1889633). An explicit
-``trait:HW_CPU_HYPERTHREADING=forbidden`` is carried by both queries, and
-the filter leaves such requests alone.
+For a pinned request Nova asks placement for ``PCPU`` first and then, so
+that legacy hosts (configured with ``vcpu_pin_set``, or with no dedicated
+CPUs, reporting no ``PCPU``) can take it too, a second time for ``VCPU``.
+For the ``isolate`` CPU thread policy (``hw:cpu_thread_policy=isolate``
+in the flavor or ``hw_cpu_thread_policy=isolate`` in the image) the first
+query forbids the ``HW_CPU_HYPERTHREADING`` trait and the second does not,
+so a hyperthreaded host configured with ``[compute] cpu_dedicated_set``
+comes back as a candidate that Nova only rejects late, in its NUMA fitting
+(Nova bug 1889633).
 
-Use ``drop`` once no legacy host should take ``isolate`` instances; use
-``forbid_trait`` while legacy hosts without hyperthreads still must. With
-either, an ``isolate`` instance on a legacy host with hyperthreads can only
-move (migrate, evacuate, unshelve) to a host without hyperthreads.
+``drop`` (the default) makes no fallback query for ``isolate`` requests:
+one placement query, but no legacy host takes, or is the destination of a
+move of, an ``isolate`` instance. Nothing changes for a cloud without
+legacy hosts.
+
+``legacy_only`` keeps the fallback query and makes it forbid, on the host,
+the ``CUSTOM_PCPU_EXT_REPORTS_PCPU`` trait that the ``pcpu_trait``
+resource tracker mixin of ``nova-pcpu-ext-compute`` reports on hosts with
+``PCPU`` inventory: the fallback of every pinned request then yields legacy
+hosts only, with and without hyperthreads, as Nova intends, and never a
+host that reports ``PCPU``. A host whose compute does not report the trait
+yet (not running the mixin) is a candidate as in stock Nova.
+
+``forbid_trait`` is deprecated: it keeps only legacy hosts without
+hyperthreads, although Nova isolates correctly on legacy hosts with
+hyperthreads (one thread per core, siblings reserved).
+
+An explicit ``trait:HW_CPU_HYPERTHREADING=forbidden`` is carried by both
+queries, and ``drop`` and ``forbid_trait`` leave such requests alone.
 
 Changing this option takes effect when the service restarts.
 
 Related options:
 
 * ``request_filters`` must contain ``isolate_vcpu_fallback``.
+* ``resource_tracker_mixins`` of the computes must contain ``pcpu_trait``
+  for ``legacy_only``.
 * ``[workarounds] disable_fallback_pcpu_query``: when set, Nova makes no
-  fallback query at all and this option has no effect.
+  fallback query at all (for every pinned request, as ``drop`` does for
+  ``isolate`` requests) and this option has no effect.
 """),
 ]
 

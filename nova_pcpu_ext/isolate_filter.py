@@ -13,15 +13,23 @@
 """Request filter ``isolate_vcpu_fallback`` (Nova bug 1889633).
 
 A pinned request with the ``isolate`` CPU thread policy asks placement for
-``PCPU`` without hyperthreaded hosts; Nova's VCPU fallback query then asks
-again without that forbidden trait, so a hyperthreaded host configured with
+``PCPU`` without hyperthreaded hosts; Nova's VCPU fallback query, made for
+legacy hosts that report no ``PCPU``, then asks again without that
+forbidden trait, so a hyperthreaded host configured with
 ``cpu_dedicated_set`` is a candidate for an instance that must not run on
-hyperthreads. Nova rejects it late, in its NUMA fitting; this filter drops
-that fallback query (``drop``) or makes it forbid the trait too
-(``forbid_trait``), so placement never offers such a host.
+hyperthreads. Nova rejects it late, in its NUMA fitting. This filter, by
+``[pcpu_ext] isolate_fallback_mode``:
+
+* ``drop``: makes no fallback query for ``isolate`` requests;
+* ``legacy_only``: makes the fallback query of every pinned request
+  forbid, on the host, the trait of hosts that report ``PCPU`` (see
+  :mod:`nova_pcpu_ext.pcpu_trait`), so it yields legacy hosts only;
+* ``forbid_trait`` (deprecated): makes the fallback query of ``isolate``
+  requests forbid hyperthreads too.
 
 An explicit ``trait:HW_CPU_HYPERTHREADING=forbidden`` extra spec is carried
-by both of Nova's queries already, so such requests are left alone.
+by both of Nova's queries already, so ``drop`` and ``forbid_trait`` leave
+such requests alone.
 """
 
 import nova.conf
@@ -31,12 +39,19 @@ from nova.virt import hardware
 import os_traits
 from oslo_log import log as logging
 
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import plugins
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
+
+FORBID_TRAIT_DEPRECATED = (
+    '[pcpu_ext] isolate_fallback_mode = forbid_trait is deprecated: it '
+    'keeps isolate instances off legacy hosts with hyperthreads, where '
+    'Nova isolates them correctly. Use legacy_only (with the pcpu_trait '
+    'mixin on the computes) to keep every legacy host, or drop.')
 
 
 def requests_isolate(spec_obj):
@@ -60,9 +75,14 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
          ('self', '*', 'trait_name', 'trait_type')),
     )
 
+    @classmethod
+    def validate_config(cls, config):
+        if config.pcpu_ext.isolate_fallback_mode == 'forbid_trait':
+            LOG.warning('%s', FORBID_TRAIT_DEPRECATED)
+
     @staticmethod
     def _acts(mode, spec_obj):
-        """Whether the filter acts on this request in this mode."""
+        """Whether the filter acts on this isolate request in this mode."""
         return (CONF.pcpu_ext.isolate_fallback_mode == mode and
                 requests_isolate(spec_obj))
 
@@ -85,6 +105,8 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         return False
 
     def fallback_request(self, context, spec_obj, resources):
+        if CONF.pcpu_ext.isolate_fallback_mode == 'legacy_only':
+            return self._legacy_only(context, spec_obj, resources)
         if not self._acts('forbid_trait', spec_obj):
             return resources
         # NOTE: the unsuffixed group is built afresh for every query, unlike
@@ -94,4 +116,18 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         self._log(context, spec_obj,
                   'the VCPU fallback placement query forbids it too '
                   '([pcpu_ext] isolate_fallback_mode = forbid_trait).')
+        return resources
+
+    def _legacy_only(self, context, spec_obj, resources):
+        # NOTE: a new set: the root traits alias the RequestSpec's, which
+        # the first query and later moves read too.
+        resources._root_forbidden = (
+            resources._root_forbidden | {pcpu_trait.TRAIT})
+        if requests_isolate(spec_obj):
+            self._log(context, spec_obj,
+                      'the VCPU fallback placement query forbids %s on the '
+                      'host, so only legacy hosts (no PCPU inventory) are '
+                      'candidates through it ([pcpu_ext] '
+                      'isolate_fallback_mode = legacy_only).'
+                      % pcpu_trait.TRAIT)
         return resources

@@ -82,6 +82,31 @@ class ResourceTrackerMixin(Plugin):
     """Mixed into Nova's ``ResourceTracker`` class in nova-compute."""
 
 
+class DriverView(object):
+    """The resource tracker's view of the virt driver.
+
+    Every attribute is the driver's own, but ``update_provider_tree`` runs
+    through ``edit(update, provider_tree, nodename)``: ``update()`` calls
+    the driver's method with exactly what the resource tracker passed (it
+    names ``allocations`` only when it reshapes), and ``edit`` may read or
+    change the tree before and after.
+    """
+
+    def __init__(self, driver, edit):
+        self._driver = driver
+        self._edit = edit
+
+    def __getattr__(self, name):
+        return getattr(self._driver, name)
+
+    def update_provider_tree(self, provider_tree, nodename, *args,
+                             **kwargs):
+        def update():
+            self._driver.update_provider_tree(provider_tree, nodename,
+                                              *args, **kwargs)
+        self._edit(update, provider_tree, nodename)
+
+
 class ReportClientMixin(Plugin):
     """Mixed into Nova's ``SchedulerReportClient`` class in nova-compute."""
 

@@ -58,7 +58,11 @@ NOVA_SYMBOLS = (
 #: Names the source of a symbol must mention, for what signatures miss.
 NOVA_SOURCE_USES = (
     ('nova.scheduler.utils:ResourceRequest.__init__',
-     ('self.cpu_pinning_requested',)),
+     ('self.cpu_pinning_requested', 'self._root_forbidden')),
+    # NOTE: the legacy_only mode of the isolate filter forbids a trait on
+    # the host through the request's root traits (placement 1.35).
+    ('nova.scheduler.utils:ResourceRequest.to_querystring',
+     ('self._root_forbidden',)),
 )
 #: The Nova option the request filters read: (group, name).
 NOVA_OPTION = ('workarounds', 'disable_fallback_pcpu_query')

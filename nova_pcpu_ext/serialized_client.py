@@ -29,6 +29,8 @@ update, and their flush deletes from placement every cached provider
 missing from the snapshot. There the update also holds the lock of the
 cache itself, which every operation that may add a tree to the cache
 takes too: no tree joins the cache during the update but through it.
+Which snapshot a Nova takes is read from the resource tracker's code when
+the plugin is loaded.
 """
 
 import collections
@@ -43,23 +45,27 @@ from nova import exception as nova_exception
 from nova.scheduler.client import report
 from oslo_log import log as logging
 
+from nova_pcpu_ext import compat
 from nova_pcpu_ext import plugins
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 _CLIENT = 'nova.scheduler.client.report:SchedulerReportClient.'
-_RT_UPDATE = ('nova.compute.resource_tracker:ResourceTracker.'
-              '_update_to_placement')
+_RT_MODULE = 'nova.compute.resource_tracker'
+_RT_UPDATE = _RT_MODULE + ':ResourceTracker._update_to_placement'
 _STATUS_UPDATE = ('nova.compute.manager:ComputeVirtAPI.'
                   'update_compute_provider_status')
 _STATUS_CHANGE = ('nova.compute.manager:ComputeManager.'
                   '_update_compute_provider_status')
-#: Whether the resource tracker snapshots only the tree of the node it
-#: updates. Nova 2024.1 to 2026.1 snapshot the whole provider cache: then
-#: every cached tree takes part in the update.
-_HAS_SUBTREE_SNAPSHOT = hasattr(report.SchedulerReportClient,
-                                'get_provider_subtree_and_ensure_root')
+#: The report client methods the resource tracker's update may take its
+#: snapshot with: of the whole provider cache (Nova 2024.1 to 2026.1), and
+#: of the updated node's tree alone (Nova 2026.2).
+_WHOLE_CACHE_SNAPSHOT = 'get_provider_tree_and_ensure_root'
+_SUBTREE_SNAPSHOT = 'get_provider_subtree_and_ensure_root'
+#: Whether the report client has the subtree snapshot, to serialize it.
+_HAS_SUBTREE_METHOD = hasattr(report.SchedulerReportClient,
+                              _SUBTREE_SNAPSHOT)
 
 #: The name of the lock of the provider cache itself. NOTE: the empty
 #: string sorts before every root UUID and name, so a thread taking it
@@ -80,9 +86,33 @@ _INVALIDATED_BY_NOVA = (
 )
 
 
+@functools.lru_cache(maxsize=None)
+def snapshots_whole_cache():
+    """Whether the resource tracker's update snapshots the whole cache.
+
+    Read from what ``ResourceTracker._update_to_placement`` calls, not from
+    what the report client has: a build with the subtree method whose
+    resource tracker still snapshots the whole cache also flushes the
+    whole cache, deleting a provider cached meanwhile. An update calling
+    both is taken for whole-cache: holding more costs waits, never a
+    provider.
+
+    :raises IncompatibleNova: when it calls neither.
+    """
+    tree = compat.source_tree(_RT_MODULE)
+    if tree is None:
+        LOG.warning('Without the source of %s, nova-pcpu-ext cannot tell '
+                    'what the resource tracker snapshots, and holds the '
+                    'whole provider cache in every resource tracker '
+                    'update.', _RT_MODULE)
+        return True
+    return _WHOLE_CACHE_SNAPSHOT in compat.require_any_call(
+        _RT_UPDATE, tree, (_WHOLE_CACHE_SNAPSHOT, _SUBTREE_SNAPSHOT))
+
+
 def _whole_cache():
     """Whether the resource tracker's update snapshots the whole cache."""
-    return not _HAS_SUBTREE_SNAPSHOT
+    return snapshots_whole_cache()
 
 
 def _left(deadline):
@@ -495,17 +525,37 @@ def serialize_status_update(stock):
     return update_compute_provider_status
 
 
+def _load_tree(client, context, rp_uuid):
+    """Cache a provider's tree as placement holds it; never create it.
+
+    A provider missing from placement is left to Nova, which logs it. Its
+    own ``_ensure_resource_provider`` would create one deleted since the
+    read, named after its UUID.
+    """
+    providers = client.get_providers_in_tree(context, rp_uuid)
+    if not providers:
+        return
+    client._provider_tree.populate_from_iterable(providers)
+    try:
+        for provider in providers:
+            client._refresh_associations(context, provider['uuid'],
+                                         force=True)
+    except Exception:
+        # NOTE: no tree stays cached that was read only in part: the next
+        # update loads it again.
+        client._clear_provider_cache_for_tree(rp_uuid)
+        raise
+
+
 def _update_status(stock, virtapi, context, rp_uuid, *args, **kwargs):
     """Nova's compute status update, retried on a generation conflict."""
     client = virtapi.reportclient
     for attempt in range(1, STATUS_ATTEMPTS + 1):
         # Nova writes the traits back to the cache: after a cache clear,
-        # load the tree first. A provider missing from placement is left
-        # to Nova, which logs it; never create it.
+        # load the tree first.
         if (not client._provider_tree.exists(rp_uuid) and
-                _may_add_tree(client) and
-                client.get_providers_in_tree(context, rp_uuid)):
-            client._ensure_resource_provider(context, rp_uuid)
+                _may_add_tree(client)):
+            _load_tree(client, context, rp_uuid)
         try:
             return stock(virtapi, context, rp_uuid, *args, **kwargs)
         except nova_exception.ResourceProviderUpdateConflict:
@@ -530,6 +580,12 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
         (_CLIENT + 'get_provider_tree_and_ensure_root',
          ('self', 'context', 'rp_uuid')),
         (_CLIENT + 'get_providers_in_tree', ('self', 'context', 'uuid')),
+        # NOTE: how Nova fills its cache from what it read of a tree; the
+        # status update loads a tree so, without creating a provider.
+        (_CLIENT + '_refresh_associations',
+         ('self', 'context', 'rp_uuid', '*', 'force')),
+        ('nova.compute.provider_tree:ProviderTree.populate_from_iterable',
+         ('self', 'provider_dicts')),
         (_CLIENT + 'clear_provider_cache', ('self', '*', 'init')),
         (_CLIENT + '_clear_provider_cache_for_tree', ('self', 'rp_uuid')),
         (_CLIENT + '_ensure_resource_provider',
@@ -553,6 +609,14 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
         _STATUS_CHANGE: bound_status_change,
     }
 
+    @classmethod
+    def validate_config(cls, conf):
+        # NOTE: what the resource tracker snapshots is no configuration,
+        # but this runs as the plugin loads, before Nova is patched: a
+        # Nova that snapshots neither way stops the service there.
+        super().validate_config(conf)
+        snapshots_whole_cache()
+
     def __init__(self, *args, **kwargs):
         self.provider_locks = ProviderLocks()
         # per thread: .failed, roots whose write failed in the current flush
@@ -574,36 +638,43 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
         The lock is named by the tree's root UUID, whether the caller names
         the provider or a child by name or UUID. If the tree changed while
         waiting, the lock of the tree the provider is in now is taken. A
-        tree not in the cache comes with the cache lock where the resource
-        tracker snapshots the whole cache (see :func:`_may_add_tree`).
+        tree not in the cache, or gone from it while waiting, comes with
+        the cache lock where the resource tracker snapshots the whole cache
+        (see :func:`_may_add_tree`).
 
         :param timeout: seconds to wait at most, or None.
         :raises TreeLockTimeout: when the lock was not granted in time.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        # NOTE: asked with the locks the caller held before, not with the
+        # tree's lock taken below: counted, that one would keep the cache
+        # lock from a tree that left the cache while this thread waited (a
+        # SIGHUP, a failed flush), and the tree would never be loaded.
+        held = list(self.provider_locks.held())
         while True:
             root_uuid = self.root_of(name_or_uuid)
-            with_cache = self._needs_cache_lock(root_uuid)
+            with_cache = self._needs_cache_lock(root_uuid, held)
             locks = [root_uuid] + ([WHOLE_CACHE] if with_cache else [])
             with self.provider_locks.hold(locks, operation,
                                           _left(deadline)):
                 if (self.root_of(name_or_uuid) == root_uuid and
                         (with_cache or
-                         not self._needs_cache_lock(root_uuid))):
+                         not self._needs_cache_lock(root_uuid, held))):
                     yield
                     return
 
-    def _needs_cache_lock(self, root_uuid):
+    def _needs_cache_lock(self, root_uuid, held):
         """Whether a tree's lock must come with the cache lock.
 
         Holding the lock of a tree not in the cache, a thread may add it.
         NOTE: a thread already holding other trees, but not the cache,
         cannot take the cache lock in the global order; nothing in Nova
         adds a tree from there.
+
+        :param held: the locks the thread held before asking for the tree.
         """
         if not _whole_cache() or self._provider_tree.exists(root_uuid):
             return False
-        held = self.provider_locks.held()
         return not held or WHOLE_CACHE in held
 
     @contextlib.contextmanager
@@ -670,7 +741,7 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
             return super().get_provider_tree_and_ensure_root(
                 context, rp_uuid, *args, **kwargs)
 
-    if _HAS_SUBTREE_SNAPSHOT:
+    if _HAS_SUBTREE_METHOD:
         def get_provider_subtree_and_ensure_root(self, context, rp_uuid,
                                                  *args, **kwargs):
             with self.provider_lock(rp_uuid, 'provider tree snapshot'):

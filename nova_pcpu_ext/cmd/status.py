@@ -36,6 +36,7 @@ from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext import compute
 from nova_pcpu_ext import conf as pcpu_ext_conf
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import scheduler
 
 CONF = nova.conf.CONF
@@ -51,6 +52,25 @@ MASTER_TITLE = re.compile(r': master process \[(\S+)')
 
 CODES = {audit.WARNING: upgradecheck.Code.WARNING,
          audit.FAILURE: upgradecheck.Code.FAILURE}
+
+#: The request filter whose modes the isolate checks follow.
+ISOLATE_FILTER = 'isolate_vcpu_fallback'
+#: :func:`fallback_mode` where Nova's own workaround drops the fallback.
+WORKAROUND = 'workaround'
+#: :func:`fallback_mode` where the request filter is not configured.
+STOCK = 'stock'
+#: Hosts named in a result, at most.
+SHOWN = 5
+NO_LEGACY = (
+    'No legacy host: every compute node reports PCPU, so [pcpu_ext] '
+    'isolate_fallback_mode = drop (the default) costs this cloud nothing, '
+    'and so does Nova\'s own [workarounds] disable_fallback_pcpu_query = '
+    'True, which drops the VCPU fallback query for every pinned request.')
+KEEP_LEGACY = (
+    'To keep them, %sset [pcpu_ext] isolate_fallback_mode = legacy_only on '
+    'the schedulers, with the pcpu_trait resource tracker mixin on the '
+    'computes that report PCPU (nova-pcpu-ext-compute); or configure them '
+    'with [compute] cpu_dedicated_set.')
 
 
 def _script_text(pid, path):
@@ -163,18 +183,128 @@ def _server_list(isolate_servers, shown=5):
     return listed + (' and %d more' % more if more > 0 else '')
 
 
-def _forbid_trait():
-    """Whether the request filter's mode is ``forbid_trait``."""
+def fallback_mode():
+    """What the schedulers do with Nova's VCPU fallback query, by nova.conf.
+
+    :data:`WORKAROUND` where Nova's ``[workarounds]
+    disable_fallback_pcpu_query`` drops it for every pinned request,
+    :data:`STOCK` where the ``isolate_vcpu_fallback`` request filter is not
+    configured, else ``[pcpu_ext] isolate_fallback_mode``; None for a bad
+    value, which the configuration check names.
+    """
     try:
-        return CONF.pcpu_ext.isolate_fallback_mode == 'forbid_trait'
-    except cfg.Error:
-        return False  # the configuration check names the bad value
+        if CONF.workarounds.disable_fallback_pcpu_query:
+            return WORKAROUND
+        if ISOLATE_FILTER not in CONF.pcpu_ext.request_filters:
+            return STOCK
+        return CONF.pcpu_ext.isolate_fallback_mode
+    except (cfg.Error, ValueError):
+        return None
 
 
-def _blind_spots(scan):
-    """What the isolate checks could not judge, or ''."""
-    unsure = [found for found in scan.found if found.unsure]
-    unseen = sum(map(len, scan.unseen.values()))
+def scans_legacy_hosts(mode):
+    """Whether the isolate scan covers legacy hosts without hyperthreads.
+
+    Where ``mode`` takes isolate servers away from them: drop (or an
+    unreadable mode, judged as the default), Nova's workaround, and
+    without the request filter, as the hardly-move check always judged.
+    """
+    return mode not in ('legacy_only', 'forbid_trait')
+
+
+def left_out(mode, nodes):
+    """The legacy hosts that take no isolate server in ``mode``.
+
+    :param nodes: :class:`~nova_pcpu_ext.audit.ComputeNodes`.
+    """
+    if mode in ('drop', WORKAROUND):
+        return nodes.legacy
+    if mode == 'forbid_trait':
+        return nodes.legacy_with_ht()
+    return []
+
+
+def _names(providers, shown=SHOWN):
+    listed = ', '.join(provider['name'] for provider in providers[:shown])
+    more = len(providers) - shown
+    return listed + (' and %d more' % more if more > 0 else '')
+
+
+def judge_legacy_hosts(mode, nodes, servers, lacking=()):
+    """The result of the legacy hosts check.
+
+    :param mode: see :func:`fallback_mode`.
+    :param nodes: :class:`~nova_pcpu_ext.audit.ComputeNodes`.
+    :param servers: the isolate servers judged on the hosts
+        :func:`left_out`.
+    :param lacking: in ``legacy_only`` mode, the compute nodes that report
+        PCPU without the trait of the ``pcpu_trait`` mixin.
+    """
+    if mode in (None, STOCK):
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+    hosts = left_out(mode, nodes)
+    if lacking:
+        return upgradecheck.Result(upgradecheck.Code.WARNING, ' '.join(filter(
+            None, (
+                '%d compute nodes report PCPU without the %s trait: %s. '
+                'Their computes do not run the pcpu_trait resource tracker '
+                'mixin, so with [pcpu_ext] isolate_fallback_mode = '
+                'legacy_only the VCPU fallback query still offers them to '
+                'pinned requests, as stock Nova does (hyperthreaded ones '
+                'to isolate requests too: bug 1889633). Run '
+                'nova-pcpu-ext-compute there with pcpu_trait in [pcpu_ext] '
+                'resource_tracker_mixins (the default): the trait is '
+                'reported when the compute starts.' % (
+                    len(lacking), pcpu_trait.TRAIT, _names(lacking)),
+                '' if nodes.legacy else NO_LEGACY))))
+    if not nodes.legacy:
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS, NO_LEGACY)
+    if not hosts:
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+    if mode == 'forbid_trait':
+        which = 'legacy hosts with hyperthreads (no PCPU inventory)'
+        rule = ('With the deprecated [pcpu_ext] isolate_fallback_mode = '
+                'forbid_trait')
+        what, keep = 'an isolate server', ''
+    else:
+        which = ('legacy hosts (no PCPU inventory: vcpu_pin_set, or no '
+                 'dedicated CPUs; %d with hyperthreads)' % sum(
+                     provider['uuid'] in nodes.hyperthreaded
+                     for provider in hosts))
+        if mode == WORKAROUND:
+            rule = ('With Nova\'s [workarounds] disable_fallback_pcpu_query '
+                    '= True, whatever [pcpu_ext] isolate_fallback_mode says,')
+            what, keep = 'a pinned server', 'unset the workaround and '
+        else:
+            rule = 'With [pcpu_ext] isolate_fallback_mode = drop'
+            what, keep = 'an isolate server', ''
+    return upgradecheck.Result(upgradecheck.Code.WARNING, (
+        '%d %s: %s; %d isolate servers run on them. %s none of them takes '
+        '%s, nor is the destination of a move (migrate, resize, evacuate, '
+        'unshelve) of one, although Nova places and pins such servers '
+        'correctly there. %s' % (
+            len(hosts), which, _names(hosts), len(servers), rule, what,
+            KEEP_LEGACY % keep)))
+
+
+def _on_hyperthreaded_hosts(name, hyperthreaded):
+    """The hosts the isolate checks always cover."""
+    return hyperthreaded
+
+
+def _blind_spots(scan, covers=_on_hyperthreaded_hosts):
+    """What an isolate check could not judge, or ''.
+
+    :param covers: ``covers(host, hyperthreaded)``: whether the check
+        covers the host (a compute node provider's name).
+    """
+    unsure = [found for found in scan.found if found.unsure and covers(
+        found.provider['name'], found.hyperthreaded)]
+    unseen = {True: {}, False: {}}  # {hyperthreaded: {host: consumers}}
+    for name, consumers in scan.unseen.items():
+        hyperthreaded = name not in scan.without_ht
+        if covers(name, hyperthreaded):
+            unseen[hyperthreaded][name] = consumers
     notes = []
     if unsure:
         notes.append('%d servers are unsure: %s; check their thread policy '
@@ -182,12 +312,25 @@ def _blind_spots(scan):
                          '%s on %s: %s' % (found.server['id'], found.host,
                                            found.unsure)
                          for found in unsure[:5])))
-    if unseen:
-        notes.append('The Compute API could not show %d servers of %d '
-                     'hyperthreaded hosts (%s): is a cell down?' % (
-                         unseen, len(scan.unseen),
-                         ', '.join(sorted(scan.unseen))))
+    for hyperthreaded, what in ((True, 'hyperthreaded hosts'), (
+            False, 'legacy hosts without hyperthreads')):
+        on_hosts = unseen[hyperthreaded]
+        if on_hosts:
+            notes.append('The Compute API could not show %d servers of %d '
+                         '%s (%s): is a cell down?' % (
+                             sum(map(len, on_hosts.values())), len(on_hosts),
+                             what, ', '.join(sorted(on_hosts))))
     return ' '.join(notes)
+
+
+def _with_blind_spots(result, scan, covers=_on_hyperthreaded_hosts):
+    """``result``, a warning at least, when some servers were not judged."""
+    blind_spots = _blind_spots(scan, covers)
+    if not blind_spots:
+        return result
+    return upgradecheck.Result(
+        max(result.code, upgradecheck.Code.WARNING),
+        ' '.join(filter(None, (result.details, blind_spots))))
 
 
 class UpgradeChecks(upgradecheck.UpgradeCommands):
@@ -204,6 +347,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         self._services = None
         self._failure = None
         self._isolate_scan = None
+        self._compute_nodes = None
         self._progress = common.Progress(PROG)
 
     def check(self):
@@ -235,31 +379,35 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         except exception.PcpuExtError as error:
             return upgradecheck.Result(upgradecheck.Code.FAILURE, str(error))
 
+    def _nodes(self, placement):
+        if self._compute_nodes is None:
+            self._compute_nodes = audit.compute_nodes(placement,
+                                                      self._progress)
+        return self._compute_nodes
+
     def _scan(self, placement, compute_api):
         if self._isolate_scan is None:
+            legacy_hosts = (self._nodes(placement).legacy if
+                            scans_legacy_hosts(fallback_mode()) else ())
             self._isolate_scan = audit.isolate_servers(
-                placement, compute_api, progress=self._progress)
+                placement, compute_api, progress=self._progress,
+                legacy_hosts=legacy_hosts)
         return self._isolate_scan
 
-    def _isolate_check(self, legacy, judge):
+    def _isolate_check(self, select, judge, covers=_on_hyperthreaded_hosts):
         """A check of the servers that forbid hyperthreads.
 
         ``judge(placement, servers)`` gives the result for the servers
-        found on legacy hosts, or on the other ones; servers that could
-        not be judged make a success a warning.
+        ``select`` keeps of those judged; servers on the hosts it
+        ``covers`` (see :func:`_blind_spots`) that could not be judged make
+        a success a warning.
         """
         def check(placement, compute_api):
             scan = self._scan(placement, compute_api)
-            found = [f for f in scan.found
-                     if f.legacy == legacy and not f.unsure]
-            result = (judge(placement, found) if found else
-                      upgradecheck.Result(upgradecheck.Code.SUCCESS))
-            blind_spots = _blind_spots(scan)
-            if not blind_spots:
-                return result
-            return upgradecheck.Result(
-                max(result.code, upgradecheck.Code.WARNING),
-                ' '.join(filter(None, (result.details, blind_spots))))
+            found = [f for f in scan.found if select(f) and not f.unsure]
+            return _with_blind_spots(
+                judge(placement, found) if found else
+                upgradecheck.Result(upgradecheck.Code.SUCCESS), scan, covers)
         return self._service_check(check)
 
     def _check_config(self):
@@ -287,7 +435,8 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _check_isolate_on_ht(self):
         return self._isolate_check(
-            False, lambda _placement, found: upgradecheck.Result(
+            lambda found: not found.legacy,
+            lambda _placement, found: upgradecheck.Result(
                 upgradecheck.Code.FAILURE, (
                     '%d servers that forbid hyperthreads run on '
                     'hyperthreaded hosts (bug 1889633): %s. With the '
@@ -296,23 +445,71 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
                         len(found), _server_list(found), MANAGE))))
 
     def _check_isolate_stuck(self):
+        mode = fallback_mode()
+        forbid_trait = mode == 'forbid_trait'
+
         def judge(placement, found):
-            forbid_trait = _forbid_trait()
             with_room = sum(audit.destination(placement, f, forbid_trait)
                             is not None for f in found)
+            without_ht = sum(not f.hyperthreaded for f in found)
+            if without_ht:
+                where = ('legacy hosts (no PCPU inventory: vcpu_pin_set, or '
+                         'no dedicated CPUs), %d on hosts without '
+                         'hyperthreads' % without_ht)
+                isolated = (
+                    'Nova pinned each on whole cores (on hyperthreaded '
+                    'hosts one thread per core, the siblings reserved): '
+                    'they are isolated, not bug 1889633, and %s heal '
+                    'isolate moves those on hyperthreaded hosts only with '
+                    '--include-legacy, the others never' % MANAGE)
+            else:
+                where = ('hyperthreaded hosts configured with vcpu_pin_set '
+                         '(no PCPU inventory)')
+                isolated = (
+                    'Nova pinned each on one thread per core and reserved '
+                    'the siblings: they are isolated, not bug 1889633, and '
+                    '%s heal isolate moves them only with --include-legacy'
+                    % MANAGE)
+            if mode == WORKAROUND:
+                rule = 'With [workarounds] disable_fallback_pcpu_query = True'
+            else:
+                rule = ('With the isolate_vcpu_fallback request filter in %s '
+                        'mode' % ('forbid_trait' if forbid_trait else 'drop'))
             return upgradecheck.Result(upgradecheck.Code.WARNING, (
-                '%d isolate servers run on hyperthreaded hosts configured '
-                'with vcpu_pin_set (no PCPU inventory): %s. Nova pinned each '
-                'on one thread per core and reserved the siblings: they are '
-                'isolated, not bug 1889633, and %s heal isolate moves them '
-                'only with --include-legacy. With the isolate_vcpu_fallback '
-                'request filter in %s mode they can move (migrate, resize, '
-                'evacuate, unshelve) only to enabled hosts without '
-                'hyperthreads%s; %d of them have room on one now.' % (
-                    len(found), _server_list(found), MANAGE,
-                    'forbid_trait' if forbid_trait else 'drop',
+                '%d isolate servers run on %s: %s. %s. %s they can move '
+                '(migrate, resize, evacuate, unshelve) only to enabled hosts '
+                'without hyperthreads%s; %d of them have room on one now.' % (
+                    len(found), where, _server_list(found), isolated, rule,
                     '' if forbid_trait else ' that report PCPU', with_room)))
-        return self._isolate_check(True, judge)
+
+        if mode == 'legacy_only':
+            # NOTE: the fallback query offers them every legacy host, as
+            # in stock Nova.
+            return self._isolate_check(lambda found: False, judge)
+        if forbid_trait:
+            return self._isolate_check(lambda found: found.legacy, judge)
+        return self._isolate_check(lambda found: found.legacy, judge,
+                                   covers=lambda name, hyperthreaded: True)
+
+    def _check_legacy_hosts(self):
+        def check(placement, compute_api):
+            mode = fallback_mode()
+            if mode in (None, STOCK):
+                return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+            nodes = self._nodes(placement)
+            lacking = (audit.lacking_trait(placement, nodes.new_style,
+                                           pcpu_trait.TRAIT)
+                       if mode == 'legacy_only' else [])
+            hosts = {provider['name'] for provider in left_out(mode, nodes)}
+            if not hosts:
+                return judge_legacy_hosts(mode, nodes, [], lacking)
+            scan = self._scan(placement, compute_api)
+            servers = [found for found in scan.found if found.legacy and
+                       not found.unsure and found.provider['name'] in hosts]
+            return _with_blind_spots(
+                judge_legacy_hosts(mode, nodes, servers, lacking), scan,
+                lambda name, _hyperthreaded: name in hosts)
+        return self._service_check(check)
 
     _upgrade_checks = (
         ('Configuration', _check_config),
@@ -322,6 +519,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
          _check_isolate_on_ht),
         ('Servers that forbid hyperthreads and can hardly move',
          _check_isolate_stuck),
+        ('Legacy hosts and the isolate fallback mode', _check_legacy_hosts),
     )
 
 

@@ -35,11 +35,15 @@ class _Scenario(base.ExtensionTestBase):
 
     variant = None
     strip_mitigation = False
+    #: ``[pcpu_ext] isolate_fallback_mode``, None for the default.
+    mode = None
 
     def setUp(self):
         super().setUp()
         if self.strip_mitigation:
             self.useFixture(base.StripIsolateMitigation())
+        if self.mode:
+            self.flags(isolate_fallback_mode=self.mode, group='pcpu_ext')
 
     def record(self, **result):
         ROWS.append((self.title, self.variant, result))
@@ -71,19 +75,31 @@ class _Scenario(base.ExtensionTestBase):
         self.record(placement_vcpu_ratio=inventory['VCPU'][
             'allocation_ratio'], compute_node_ratio=node.cpu_allocation_ratio)
 
-
-class IsolateOnHyperthreadedHost(_Scenario):
-    title = 'isolate flavor, only host hyperthreaded (bug 1889633)'
-
-    def test(self):
-        rp_uuid = self.start()
-        server = self.settle(base.ISOLATE)
+    def record_boot(self, rp_uuid, extra_spec):
+        """Record where a server with the extra spec lands, and on what."""
+        server = self.settle(extra_spec)
         usages = self.usages(rp_uuid)
         self.record(
             outcome=server['status'],
             consumed=', '.join('%s=%s' % (rc, usages[rc]) for rc in
                                ('PCPU', 'VCPU') if rc in usages) or '-',
             placement_queries=len(self.placement_queries))
+
+
+class IsolateOnHyperthreadedHost(_Scenario):
+    title = 'isolate flavor, only host hyperthreaded (bug 1889633)'
+
+    def test(self):
+        self.record_boot(self.start(), base.ISOLATE)
+
+
+class IsolateOnLegacyHost(_Scenario):
+    title = 'isolate flavor, only host legacy (vcpu_pin_set), hyperthreaded'
+
+    def test(self):
+        rp_uuid = self.start_host('compute1', base.HYPERTHREADED,
+                                  vcpu_pin_set='0-3')
+        self.record_boot(rp_uuid, base.ISOLATE)
 
 
 class UnsetRatio(_Scenario):
@@ -150,30 +166,36 @@ class DisableDuringUpdate(_Scenario):
         return 'set' if present else 'MISSING'
 
 
-#: (scenario, [(variant label, extension on, strip Nova's late check)])
+STOCK = ('stock Nova', False, False, None)
+EXTENSION = ('nova-pcpu-ext', True, False, None)
+
+#: (scenario, [(variant label, extension on, strip Nova's late check,
+#: isolate_fallback_mode)])
 SCENARIOS = [
     (IsolateOnHyperthreadedHost, [
-        ('stock, late check stripped', False, True),
-        ('stock Nova', False, False),
-        ('nova-pcpu-ext', True, True),
+        ('stock, late check stripped', False, True, None),
+        STOCK,
+        ('nova-pcpu-ext drop, late check stripped', True, True, 'drop'),
+        ('nova-pcpu-ext legacy_only, late check stripped', True, True,
+         'legacy_only'),
     ]),
-    (UnsetRatio, [('stock Nova', False, False),
-                  ('nova-pcpu-ext', True, False)]),
-    (OldDefaultRatio, [('stock Nova', False, False),
-                       ('nova-pcpu-ext', True, False)]),
-    (PlacementSetRatio, [('stock Nova', False, False),
-                         ('nova-pcpu-ext', True, False)]),
-    (InitialZeroRatio, [('stock Nova', False, False),
-                        ('nova-pcpu-ext', True, False)]),
-    (DisableDuringUpdate, [('stock Nova', False, False),
-                           ('nova-pcpu-ext', True, False)]),
+    (IsolateOnLegacyHost, [
+        STOCK,
+        ('nova-pcpu-ext drop', True, False, 'drop'),
+        ('nova-pcpu-ext legacy_only', True, False, 'legacy_only'),
+    ]),
+    (UnsetRatio, [STOCK, EXTENSION]),
+    (OldDefaultRatio, [STOCK, EXTENSION]),
+    (PlacementSetRatio, [STOCK, EXTENSION]),
+    (InitialZeroRatio, [STOCK, EXTENSION]),
+    (DisableDuringUpdate, [STOCK, EXTENSION]),
 ]
 
 
-def _run(scenario, variant, extension, strip):
+def _run(scenario, variant, extension, strip, mode):
     case = type(scenario.__name__, (scenario,), {
         'variant': variant, 'extension': extension,
-        'strip_mitigation': strip})('test')
+        'strip_mitigation': strip, 'mode': mode})('test')
     result = unittest.TestResult()
     case.run(result)
     for _test, trace in result.errors + result.failures:
@@ -205,12 +227,15 @@ def _table(rows):
 
 NOTES = """\
 Reading it:
-* isolate: stock Nova rejects the hyperthreaded host only late, in its NUMA
-  fitting, after two placement queries; without that check the instance
-  lands on VCPU (the bug). With nova-pcpu-ext placement never offers the
-  host: one query, no reliance on the late check. Behaviour change: isolate
-  instances on legacy hosts with hyperthreads can only move to hosts
-  without hyperthreads.
+* isolate, hyperthreaded host reporting PCPU: stock Nova rejects it only
+  late, in its NUMA fitting, after two placement queries; without that
+  check the instance lands on VCPU (the bug). With nova-pcpu-ext placement
+  never offers the host, in either mode: drop makes one query,
+  legacy_only two whose fallback forbids hosts that report PCPU.
+* isolate, legacy host: stock Nova isolates the instance there (one thread
+  per core, siblings reserved), and so does legacy_only; drop refuses
+  every legacy host for isolate instances (the default's behaviour
+  change).
 * ratios: both keep what placement holds (an unset 2.0, an old 16.0, an
   8.0 set through placement), as Nova's precedence says, but stock Nova's
   ComputeNode can disagree with placement and it puts 0.0 there; nova-pcpu-ext

@@ -117,7 +117,7 @@ class ConsoleScriptTest(_ScriptTestBase):
         self.assertStopsWith(
             result, '[pcpu_ext] resource_tracker_mixins: unknown plugin '
             'ratios; installed in nova_pcpu_ext.resource_tracker: '
-            'allocation_ratios')
+            'allocation_ratios, pcpu_trait')
 
     def test_scheduler_rejects_unknown_plugin(self):
         result = self.run_script('nova-pcpu-ext-scheduler', nova_conf=(
@@ -131,8 +131,8 @@ class ConsoleScriptTest(_ScriptTestBase):
         message = result.stderr.strip().splitlines()[-1]
         self.assertEqual(
             "nova-pcpu-ext: [pcpu_ext] isolate_fallback_mode = keep is "
-            "invalid: Valid values are [drop, forbid_trait], but found "
-            "'keep'", message)
+            "invalid: Valid values are [drop, legacy_only, forbid_trait], but "
+            "found 'keep'", message)
 
     def test_value_out_of_range_is_named(self):
         result = self.run_script('nova-pcpu-ext-compute', nova_conf=(
@@ -229,7 +229,8 @@ class ServiceStartTest(testscenarios.WithScenarios, _ScriptTestBase):
         """
         for service, option, namespace, installed in (
                 ('compute', 'resource_tracker_mixins',
-                 'nova_pcpu_ext.resource_tracker', 'allocation_ratios'),
+                 'nova_pcpu_ext.resource_tracker',
+                 'allocation_ratios, pcpu_trait'),
                 ('scheduler', 'request_filters',
                  'nova_pcpu_ext.request_filters', 'isolate_vcpu_fallback')):
             home = self._home_with_config_dirs(

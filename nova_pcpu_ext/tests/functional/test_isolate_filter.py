@@ -16,8 +16,10 @@
 from nova_pcpu_ext.tests.functional import base  # isort:skip
 
 from nova.scheduler import utils as scheduler_utils
+import testscenarios
 
 from nova_pcpu_ext import activation
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext.tests.functional.base import DEDICATED
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
@@ -25,6 +27,10 @@ from nova_pcpu_ext.tests.functional.base import NO_HYPERTHREADS
 from nova_pcpu_ext.tests import future_nova
 
 FORBIDS_HT = 'required=%21HW_CPU_HYPERTHREADING'
+#: In root_required, with the traits Nova adds there.
+FORBIDS_PCPU_HOSTS = '%21' + pcpu_trait.TRAIT
+#: What the filter logs for a request it acts on.
+ACTED = 'asks for the isolate CPU thread policy'
 
 
 class _IsolateTestBase(base.ExtensionTestBase):
@@ -86,7 +92,7 @@ class DropModeTest(_IsolateTestBase):
         self.assertEqual(2, len(self.placement_queries))
         for query in self.placement_queries:
             self.assertIn(FORBIDS_HT, query)
-        self.assertNotIn('isolate_fallback_mode', self.stdlog.logger.output)
+        self.assertNotIn(ACTED, self.stdlog.logger.output)
 
     def test_mixed_cloud_isolate_lands_on_host_without_hyperthreads(self):
         ht_rp = self.start_new_style_host('compute1')
@@ -126,7 +132,7 @@ class DropModeTest(_IsolateTestBase):
         self.boot(ISOLATE, expected_state='ERROR')
 
         self.assertEqual(1, len(self.placement_queries))
-        self.assertNotIn('isolate_fallback_mode', self.stdlog.logger.output)
+        self.assertNotIn(ACTED, self.stdlog.logger.output)
 
 
 class ForbidTraitModeTest(_IsolateTestBase):
@@ -160,6 +166,143 @@ class ForbidTraitModeTest(_IsolateTestBase):
         self.assertEqual(2, len(self.placement_queries))
         for query in self.placement_queries:
             self.assertIn(FORBIDS_HT, query)
+
+
+class LegacyOnlyModeTest(_IsolateTestBase):
+    """The fallback yields legacy hosts only, with or without hyperthreads.
+
+    Nova's late check is stripped: a host reporting PCPU that the fallback
+    offered would take the isolate instance on VCPU, as in bug 1889633.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.flags(isolate_fallback_mode='legacy_only', group='pcpu_ext')
+        self.useFixture(base.StripIsolateMitigation())
+
+    def _isolate_refused_on_new_style_host_kept_on_legacy(self, topology):
+        new_rp = self.start_new_style_host('compute1')
+        self.assertIn(pcpu_trait.TRAIT, self.traits(new_rp))
+
+        self.boot(ISOLATE, expected_state='ERROR')
+
+        self.assertEqual({}, self.usages(new_rp))
+        self.assertEqual(2, len(self.placement_queries))
+        self.assertNotIn(FORBIDS_PCPU_HOSTS, self.placement_queries[0])
+        self.assertIn(FORBIDS_PCPU_HOSTS, self.placement_queries[1])
+        self.assertNotIn(FORBIDS_HT, self.placement_queries[1])
+
+        legacy_rp = self.start_legacy_host('compute2', topology)
+        self.assertNotIn(pcpu_trait.TRAIT, self.traits(legacy_rp))
+        server = self.boot(ISOLATE)
+
+        self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(legacy_rp))
+        self.assertEqual({}, self.usages(new_rp))
+
+    def test_legacy_host_with_hyperthreads_keeps_isolate(self):
+        self._isolate_refused_on_new_style_host_kept_on_legacy(HYPERTHREADED)
+
+    def test_legacy_host_without_hyperthreads_keeps_isolate(self):
+        self._isolate_refused_on_new_style_host_kept_on_legacy(
+            NO_HYPERTHREADS)
+
+    def test_other_pinned_requests_keep_pcpu_and_legacy_hosts(self):
+        # NOTE: each boot right after its host starts: the computes of this
+        # process share one configuration.
+        new_rp = self.start_new_style_host('compute1', NO_HYPERTHREADS)
+        on_new = self.boot(DEDICATED)
+        legacy_rp = self.start_legacy_host('compute2', HYPERTHREADED)
+        on_legacy = self._create_server(
+            flavor_id=self._create_flavor(vcpu=1, extra_spec=DEDICATED),
+            host='compute2')
+
+        self.assertEqual('compute1', on_new['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('compute2', on_legacy['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual({'PCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(new_rp))
+        self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(legacy_rp))
+        self.assertEqual(4, len(self.placement_queries))
+        for query in self.placement_queries[1::2]:
+            self.assertIn(FORBIDS_PCPU_HOSTS, query)
+        self.assertNotIn(ACTED, self.stdlog.logger.output)
+
+    def test_host_converted_back_to_legacy_loses_the_trait(self):
+        rp_uuid = self.start_new_style_host('compute1', NO_HYPERTHREADS)
+        self.assertIn(pcpu_trait.TRAIT, self.traits(rp_uuid))
+
+        self.flags(cpu_dedicated_set=None, cpu_shared_set=None,
+                   group='compute')
+        self.flags(vcpu_pin_set='0-3')
+        self.restart_compute_service('compute1')
+
+        self.assertNotIn(pcpu_trait.TRAIT, self.traits(rp_uuid))
+        self.assertNotIn('PCPU', self._get_provider_inventory(rp_uuid))
+
+
+class TruncatedFallbackTest(testscenarios.WithScenarios, _IsolateTestBase):
+    """``[scheduler] max_placement_results`` cuts the fallback's answer.
+
+    With Nova's late check in place, a hyperthreaded host reporting PCPU
+    and a legacy host with room. Where placement answers the fallback with
+    the host reporting PCPU first, stock Nova finds no valid host.
+    """
+
+    scenarios = [
+        ('stock', {'extension': False, 'mode': None}),
+        ('drop', {'extension': True, 'mode': 'drop'}),
+        ('legacy_only', {'extension': True, 'mode': 'legacy_only'}),
+    ]
+
+    def setUp(self):
+        super().setUp()
+        if self.mode:
+            self.flags(isolate_fallback_mode=self.mode, group='pcpu_ext')
+
+    def first_fallback_candidate(self):
+        """The host placement answers stock Nova's fallback query with."""
+        answer = self.placement.get(
+            '/allocation_candidates?limit=1&resources=DISK_GB:20,'
+            'MEMORY_MB:2048,VCPU:1&root_required=OWNER_NOVA,'
+            '!COMPUTE_STATUS_DISABLED', version='1.36').body
+        return list(answer['provider_summaries'])
+
+    def test_isolate_with_one_result_per_query(self):
+        new_rp = self.start_new_style_host('compute1')
+        legacy_rp = self.start_legacy_host('compute2', HYPERTHREADED)
+        self.flags(max_placement_results=1, group='scheduler')
+        lands = {
+            'stock': self.first_fallback_candidate() == [legacy_rp],
+            'drop': False,
+            'legacy_only': True,
+        }[self.mode or 'stock']
+
+        server = self.boot(ISOLATE,
+                           expected_state='ACTIVE' if lands else 'ERROR')
+
+        self.assertEqual({}, self.usages(new_rp))
+        if lands:
+            self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
+            self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                             self.usages(legacy_rp))
+        else:
+            self.assertIn('No valid host', server['fault']['message'])
+
+    def test_isolate_with_room_for_every_host(self):
+        """Without the cut, stock Nova finds the legacy host."""
+        new_rp = self.start_new_style_host('compute1')
+        legacy_rp = self.start_legacy_host('compute2', HYPERTHREADED)
+
+        server = self.boot(ISOLATE, expected_state=(
+            'ERROR' if self.mode == 'drop' else 'ACTIVE'))
+
+        self.assertEqual({}, self.usages(new_rp))
+        if self.mode != 'drop':
+            self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
+            self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                             self.usages(legacy_rp))
 
 
 class NovaWithoutFallbackQueryTest(_IsolateTestBase):

@@ -21,6 +21,7 @@ import time
 import fixtures
 from keystoneauth1 import exceptions as ks_exc
 from nova.compute import provider_tree
+import nova.conf
 from nova import context as nova_context
 from nova import exception as nova_exception
 from nova import objects
@@ -380,6 +381,125 @@ class SerializedStatusAfterResetTest(_RaceTestBase):
         self.assertCacheMatchesPlacement()
 
 
+class SerializedStatusFindsItsTreeTest(_RaceTestBase):
+    """A status change queued behind an update whose tree then goes.
+
+    The periodic update is held between its snapshot and its flush; the
+    disable queues for the tree; the tree leaves the cache before the
+    update lets it go. Where the update snapshots the whole cache (Nova
+    2024.1 to 2026.1), the status change loads the tree again under the
+    cache lock; on Nova 2026.2 under the tree's lock alone.
+    """
+
+    def wait_for_waiter(self):
+        tree_lock = self.client.provider_locks._lock(self.rp_uuid)
+        deadline = time.monotonic() + base.TIMEOUT
+        while not tree_lock._queue and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(1, len(tree_lock._queue),
+                         'the status change did not queue for the tree')
+
+    def disable_queued_behind_update(self, meanwhile):
+        """Disable while the update holds the tree; ``meanwhile()`` then."""
+        flush = base.Gate(self, self.client, 'update_from_provider_tree')
+        periodic = self.in_thread(self.periodic)
+        self.assertTrue(flush.reached.wait(base.TIMEOUT))
+        disable = self.in_thread(self.disable_service)
+        self.wait_for_waiter()
+        meanwhile()
+        flush.release.set()
+        self.join(periodic, disable)
+
+    def assertDisabledReachedPlacement(self):
+        log = self.stdlog.logger.output
+        self.assertNotIn('No such provider', log)
+        self.assertNotIn('An error occurred while updating '
+                         'COMPUTE_STATUS_DISABLED trait', log)
+        self.assertIn(DISABLED, self.traits(self.rp_uuid))
+        self.assertCacheMatchesPlacement()
+
+    def test_reset_while_the_status_change_waits(self):
+        def reset():
+            self.join(self.in_thread(self.compute.manager.reset))
+            self.assertTrue(self.client._provider_tree.exists(self.rp_uuid))
+
+        self.disable_queued_behind_update(reset)
+
+        self.assertPeriodicSucceeded()
+        self.assertDisabledReachedPlacement()
+
+    def fail_flush_while_the_status_change_waits(self, fault):
+        stock = self.client.put
+
+        def put(url, *args, **kwargs):
+            if url.endswith('/inventories') and not faults:
+                faults.append(url)
+                return fault()
+            return stock(url, *args, **kwargs)
+
+        faults = []
+        self.useFixture(fixtures.MockPatchObject(self.client, 'put', put))
+        # The flush has inventory to write, and fails writing it.
+        self.flags(reserved_host_memory_mb=1024)
+
+        self.disable_queued_behind_update(lambda: None)
+
+        self.assertEqual(1, len(faults))
+        self.assertIn('Error updating resources for node',
+                      self.stdlog.logger.output)
+        self.assertDisabledReachedPlacement()
+
+    def test_flush_invalidated_by_nova_while_the_status_change_waits(self):
+        def unavailable():
+            response = requests.Response()
+            response.status_code = 503
+            response.headers['Content-Type'] = 'application/json'
+            response._content = (b'{"errors": [{"status": 503, "title": '
+                                 b'"Service Unavailable"}]}')
+            return response
+
+        self.fail_flush_while_the_status_change_waits(unavailable)
+        self.assertIn('Failed to update inventory', self.stdlog.logger.output)
+
+    def test_flush_dropped_while_the_status_change_waits(self):
+        def dropped():
+            raise ks_exc.ConnectFailure('connection dropped')
+
+        self.fail_flush_while_the_status_change_waits(dropped)
+        self.assertIn('rebuilt from placement on the next update',
+                      self.stdlog.logger.output)
+
+
+class SerializedProviderDeletedWhileLoadingTest(_RaceTestBase):
+
+    def test_status_update_never_creates_a_provider(self):
+        """The provider goes just after the status update read its tree."""
+        url = '/resource_providers/%s' % self.rp_uuid
+        stock = self.client.get_providers_in_tree
+        deleted = []
+
+        def get_providers_in_tree(context, uuid):
+            providers = stock(context, uuid)
+            if not deleted:
+                deleted.append(self.placement.delete(url).status)
+            return providers
+
+        self.compute.manager.reset()
+        self.useFixture(fixtures.MockPatchObject(
+            self.client, 'get_providers_in_tree', get_providers_in_tree))
+
+        self.disable_service()
+
+        self.assertEqual([204], deleted)
+        self.assertEqual(404, self.placement.get(url).status,
+                         'the status update created the provider')
+        self.assertIn('An error occurred while updating '
+                      'COMPUTE_STATUS_DISABLED trait',
+                      self.stdlog.logger.output)
+        self.assertFalse(self.client._provider_tree.exists(self.rp_uuid),
+                         'a half-loaded tree stays in the cache')
+
+
 class _DeletedProviderTest(object):
 
     def test_status_update_never_recreates_a_deleted_provider(self):
@@ -540,8 +660,8 @@ class SnapshotModeTest(_RaceTestBase):
         flush.release.set()
         self.join(periodic)
         self.assertEqual(
-            None if serialized_client._HAS_SUBTREE_SNAPSHOT
-            else 'resource tracker update of compute1', holder)
+            'resource tracker update of compute1'
+            if serialized_client._whole_cache() else None, holder)
         self.assertPeriodicSucceeded()
 
 
@@ -557,6 +677,7 @@ class _MultiNodeTestBase(base.ExtensionTestBase):
     def setUp(self):
         super().setUp()
         self.flags(compute_driver='fake.PredictableNodeUUIDDriver')
+        self.configure()
         self.compute = self.start_service('compute', host='compute1')
         self.computes['compute1'] = self.compute
         self.compute.manager.driver._set_nodes(list(self.NODES))
@@ -565,6 +686,9 @@ class _MultiNodeTestBase(base.ExtensionTestBase):
         self.ctxt = nova_context.get_admin_context()
         self.rp_uuids = [self.compute.manager.rt.compute_nodes[node].uuid
                          for node in self.NODES]
+
+    def configure(self):
+        """Set options before the compute service starts."""
 
     def pause(self, obj, name, about):
         """Hold the first call of ``obj.name`` about ``about``.
@@ -639,7 +763,7 @@ class UncachedNodeDuringUpdateTest(_MultiNodeTestBase):
         self.assertIn(DISABLED, self.traits(node2))
         # NOTE: Nova 2026.2 snapshots the updated node's tree alone: the
         # status update of another node need not wait.
-        self.assertEqual(not serialized_client._HAS_SUBTREE_SNAPSHOT,
+        self.assertEqual(serialized_client._whole_cache(),
                          status_waited)
 
     def test_uncached_node_loaded_before_the_snapshot_keeps_its_trait(self):
@@ -677,7 +801,7 @@ class UncachedNodeDuringUpdateTest(_MultiNodeTestBase):
         self.assertIn(DISABLED, self.traits(node2))
         self.assertEqual(200, self.placement.get(
             '/resource_providers/%s' % node2).status, 'provider deleted')
-        self.assertEqual(serialized_client._HAS_SUBTREE_SNAPSHOT,
+        self.assertEqual(not serialized_client._whole_cache(),
                          loaded_during_update)
 
 
@@ -720,7 +844,7 @@ class StatusChangeBehindStuckUpdateTest(_MultiNodeTestBase):
         self.assertLess(took, self.LOCK_TIMEOUT + 4)
         log = self.stdlog.logger.output
         self.assertEqual(1, log.count('goes ahead without the lock'))
-        if not serialized_client._HAS_SUBTREE_SNAPSHOT:
+        if serialized_client._whole_cache():
             self.assertIn('The same compute status change updated the '
                           'trait of %d more provider(s) at once without the '
                           'lock' % (len(self.NODES) - 1), log)
@@ -729,3 +853,99 @@ class StatusChangeBehindStuckUpdateTest(_MultiNodeTestBase):
         self.periodic()
         for rp_uuid in self.rp_uuids:
             self.assertIn(DISABLED, self.traits(rp_uuid))
+
+
+class ParallelNodeUpdatesTest(_MultiNodeTestBase):
+    """Status changes while the nodes of one compute update in parallel.
+
+    Nova 2026.2 runs the per-node updates of the periodic task in
+    ``[compute] update_resources_max_workers`` threads.
+    """
+
+    NODES = ('compute1',) + tuple('compute1-node%d' % i for i in range(3))
+    SECONDS = 4
+
+    def configure(self):
+        if 'update_resources_max_workers' not in nova.conf.CONF.compute:
+            self.skipTest('this Nova updates the nodes of a compute one by '
+                          'one: no [compute] update_resources_max_workers')
+        self.flags(update_resources_max_workers=len(self.NODES),
+                   group='compute')
+
+    def count_parallel_updates(self):
+        """The most per-node updates seen running at once, as it grows."""
+        driver = self.compute.manager.driver
+        stock = driver.get_available_resource
+        guard = threading.Lock()
+        running, most = [0], [0]
+
+        def get_available_resource(nodename):
+            with guard:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            try:
+                # NOTE: long enough for the other workers to start too.
+                time.sleep(0.05)
+                return stock(nodename)
+            finally:
+                with guard:
+                    running[0] -= 1
+
+        self.useFixture(fixtures.MockPatchObject(
+            driver, 'get_available_resource', get_available_resource))
+        return most
+
+    def test_status_changes_during_parallel_updates(self):
+        most = self.count_parallel_updates()
+        service = objects.Service.get_by_compute_host(self.ctxt, 'compute1')
+        intended = {}
+        periodic_running = threading.Event()
+        overlaps = []
+        stop = threading.Event()
+        deadline = time.monotonic() + self.SECONDS
+
+        def running():
+            return not stop.is_set() and time.monotonic() < deadline
+
+        def periodics():
+            while running():
+                periodic_running.set()
+                try:
+                    self.periodic()
+                finally:
+                    periodic_running.clear()
+
+        def toggles():
+            disabled = False
+            while running():
+                disabled = not disabled
+                service.disabled = disabled
+                service.save()
+                overlaps.append(periodic_running.is_set())
+                # NOTE: Nova's, over every node; a failure is logged.
+                self.compute.manager._update_compute_provider_status(
+                    self.ctxt, not disabled)
+                intended['disabled'] = disabled
+
+        threads = [self.in_thread(periodics), self.in_thread(toggles)]
+        try:
+            self.join(*threads)
+        finally:
+            stop.set()
+
+        self.assertGreater(most[0], 1, 'the nodes never updated in '
+                           'parallel: the test proved nothing')
+        self.assertGreater(sum(overlaps), 0, 'no status change overlapped '
+                           'a periodic update: the test proved nothing')
+        log = self.stdlog.logger.output
+        self.assertNotIn('Error updating resources for node', log)
+        self.assertNotIn('An error occurred while updating', log)
+        self.assertNotIn('goes ahead without the lock', log)
+        for rp_uuid in self.rp_uuids:
+            self.assertEqual(intended['disabled'],
+                             DISABLED in self.traits(rp_uuid), rp_uuid)
+            cached = self.client._provider_tree.data(rp_uuid)
+            self.assertEqual(self.traits(rp_uuid), cached.traits)
+            self.assertEqual(self.placement.get(
+                '/resource_providers/%s' % rp_uuid).body['generation'],
+                cached.generation)

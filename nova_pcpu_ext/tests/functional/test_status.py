@@ -36,6 +36,7 @@ import testtools
 
 from nova_pcpu_ext import clients
 from nova_pcpu_ext.cmd import common
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext.tests.functional.base import DEDICATED
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
@@ -52,7 +53,17 @@ PROG = 'nova-pcpu-ext-status'
 CHECKS = ('Configuration', 'Placement allocation ratios',
           'Allocation ratios to be changed',
           'Servers that forbid hyperthreads on hyperthreaded hosts',
-          'Servers that forbid hyperthreads and can hardly move')
+          'Servers that forbid hyperthreads and can hardly move',
+          'Legacy hosts and the isolate fallback mode')
+LEGACY_HOSTS = CHECKS[5]
+#: The legacy hosts check's result for a cloud without legacy hosts.
+NO_LEGACY = (0, (
+    "No legacy host: every compute node reports PCPU, so [pcpu_ext] "
+    "isolate_fallback_mode = drop (the default) costs this cloud nothing, "
+    "and so does Nova's own [workarounds] disable_fallback_pcpu_query = "
+    "True, which drops the VCPU fallback query for every pinned request."))
+LEGACY_ONLY = '[pcpu_ext]\nisolate_fallback_mode = legacy_only\n'
+FORBID_TRAIT = '[pcpu_ext]\nisolate_fallback_mode = forbid_trait\n'
 #: Servers show the image properties Nova stored at boot (microversion
 #: 2.98, from Nova 2025.1).
 STORED_IMAGE_PROPERTIES = api_version_request.max_api_version() >= (
@@ -191,8 +202,46 @@ class PlacementChecksTest(testtools.TestCase):
 
         self.assertEqual(0, table.returncode)
         self.assertIn('Result: Success', table.stdout)
-        self.assertEqual((0, {name: (0, None) for name in CHECKS}),
+        self.assertEqual((0, dict({name: (0, None) for name in CHECKS},
+                                  **{LEGACY_HOSTS: NO_LEGACY})),
                          (code, checks))
+
+    def test_legacy_hosts_without_servers(self):
+        """A legacy host is a cost of drop even before it runs a server.
+
+        Compute node providers are the roots with VCPU or PCPU in their
+        tree: shared storage and a tree reporting PCPU below its root are
+        no legacy hosts.
+        """
+        self.placement.provider('legacy', {'VCPU': {'total': 8}})
+        nested = self.placement.provider('nested', {
+            'VCPU': {'total': 8}, 'MEMORY_MB': {'total': 4096}})
+        self.placement.provider('nested_numa0', {'PCPU': {'total': 4}},
+                                parent=nested)
+        self.placement.provider('nfs', {'DISK_GB': {'total': 100}})
+
+        code, drop = check(self.status)
+        _code, legacy_only = check(self.status, nova_conf=self.nova_conf(
+            LEGACY_ONLY))
+
+        self.assertEqual(1, code)
+        self.assertEqual((1, (
+            '1 legacy hosts (no PCPU inventory: vcpu_pin_set, or no '
+            'dedicated CPUs; 0 with hyperthreads): legacy; 0 isolate servers '
+            'run on them. With [pcpu_ext] isolate_fallback_mode = drop none '
+            'of them takes an isolate server, nor is the destination of a '
+            'move (migrate, resize, evacuate, unshelve) of one, although '
+            'Nova places and pins such servers correctly there. To keep '
+            'them, set [pcpu_ext] isolate_fallback_mode = legacy_only on the '
+            'schedulers, with the pcpu_trait resource tracker mixin on the '
+            'computes that report PCPU (nova-pcpu-ext-compute); or configure '
+            'them with [compute] cpu_dedicated_set.')), drop[LEGACY_HOSTS])
+        # The tree reporting PCPU lacks the trait of the mixin.
+        self.assertEqual(1, legacy_only[LEGACY_HOSTS][0])
+        self.assertTrue(legacy_only[LEGACY_HOSTS][1].startswith(
+            '1 compute nodes report PCPU without the '
+            'CUSTOM_PCPU_EXT_REPORTS_PCPU trait: nested. '),
+            legacy_only[LEGACY_HOSTS][1])
 
     def test_bad_ratios(self):
         zero = self.placement.provider('compute1', {
@@ -215,9 +264,11 @@ class PlacementChecksTest(testtools.TestCase):
                          checks['Allocation ratios to be changed'])
 
     def test_ratios_to_be_changed(self):
-        # Born under the defaults before 2023.1.
+        # Born under the defaults before 2023.1; it reports PCPU, so it is
+        # no legacy host, which drop would warn of.
         self.placement.provider('compute1', {
             'VCPU': {'total': 8, 'allocation_ratio': 16.0},
+            'PCPU': {'total': 4, 'allocation_ratio': 1.0},
             'MEMORY_MB': {'total': 4096, 'allocation_ratio': 1.5},
             'DISK_GB': {'total': 100, 'allocation_ratio': 1.0}})
 
@@ -453,6 +504,89 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
             'unshelve) only to enabled hosts without hyperthreads; 1 of '
             'them have room on one now.'))
 
+    def legacy_cloud(self):
+        """An isolate server on a legacy host with and one without HT.
+
+        Stock Nova places them through its VCPU fallback query.
+        """
+        self.start_host('legacy-ht', HYPERTHREADED, vcpu_pin_set='0-3')
+        self.start_host('legacy', NO_HYPERTHREADS, vcpu_pin_set='0-3')
+        self.admin_api.microversion = '2.74'
+        flavor = self._create_flavor(vcpu=1, extra_spec=ISOLATE)
+        return [self._create_server(flavor_id=flavor, host=host,
+                                    networks='none', api=self.admin_api)
+                for host in ('legacy-ht', 'legacy')]
+
+    def test_modes_that_leave_legacy_hosts_out(self):
+        self.legacy_cloud()
+
+        code, drop = check(self.status)
+        _code, forbid_trait = check(self.status, extra_conf=FORBID_TRAIT)
+        legacy_only_code, legacy_only = check(self.status,
+                                              extra_conf=LEGACY_ONLY)
+
+        self.assertEqual(1, code)
+        result, details = drop[LEGACY_HOSTS]
+        self.assertEqual(1, result)
+        self.assertRegex(details, (
+            r'^2 legacy hosts \(no PCPU inventory: vcpu_pin_set, or no '
+            r'dedicated CPUs; 1 with hyperthreads\): '
+            r'(legacy-ht, legacy|legacy, legacy-ht); 2 isolate servers run '
+            r'on them\. With \[pcpu_ext\] isolate_fallback_mode = drop none '
+            r'of them takes an isolate server, nor is the destination of a '
+            r'move \(migrate, resize, evacuate, unshelve\) of one, although '
+            r'Nova places and pins such servers correctly there\. To keep '
+            r'them, set \[pcpu_ext\] isolate_fallback_mode = legacy_only on '
+            r'the schedulers, '))
+        self.assertEqual((1, (
+            '1 legacy hosts with hyperthreads (no PCPU inventory): legacy-ht; '
+            '1 isolate servers run on them. With the deprecated [pcpu_ext] '
+            'isolate_fallback_mode = forbid_trait none of them takes an '
+            'isolate server, nor is the destination of a move (migrate, '
+            'resize, evacuate, unshelve) of one, although Nova places and '
+            'pins such servers correctly there. To keep them, set '
+            '[pcpu_ext] isolate_fallback_mode = legacy_only on the '
+            'schedulers, with the pcpu_trait resource tracker mixin on the '
+            'computes that report PCPU (nova-pcpu-ext-compute); or configure '
+            'them with [compute] cpu_dedicated_set.')),
+            forbid_trait[LEGACY_HOSTS])
+        # legacy_only keeps them all: nothing to report.
+        self.assertEqual((0, {name: (0, None) for name in CHECKS}),
+                         (legacy_only_code, legacy_only))
+
+    def test_hardly_move_from_legacy_hosts_without_hyperthreads(self):
+        """In drop mode only hosts reporting PCPU without HT take them."""
+        on_ht, without_ht = self.legacy_cloud()
+
+        _code, drop = check(self.status)
+        _code, forbid_trait = check(self.status, extra_conf=FORBID_TRAIT)
+
+        result, details = drop[CHECKS[4]]
+        self.assertEqual(1, result)
+        self.assertTrue(details.startswith(
+            '2 isolate servers run on legacy hosts (no PCPU inventory: '
+            'vcpu_pin_set, or no dedicated CPUs), 1 on hosts without '
+            'hyperthreads: '), details)
+        for server, host in ((on_ht, 'legacy-ht'), (without_ht, 'legacy')):
+            self.assertIn('%s on %s (flavor hw:cpu_thread_policy=isolate)' % (
+                server['id'], host), details)
+        self.assertIn(
+            'Nova pinned each on whole cores (on hyperthreaded hosts one '
+            'thread per core, the siblings reserved): they are isolated, not '
+            'bug 1889633, and nova-pcpu-ext-manage heal isolate moves those '
+            'on hyperthreaded hosts only with --include-legacy, the others '
+            'never. With the isolate_vcpu_fallback request filter in drop '
+            'mode they can move (migrate, resize, evacuate, unshelve) only '
+            'to enabled hosts without hyperthreads that report PCPU; 0 of '
+            'them have room on one now.', details)
+        self.assertEqual((0, None), drop[CHECKS[3]])
+        # forbid_trait keeps legacy hosts without hyperthreads.
+        self.assertEqual(
+            '1 isolate servers run on hyperthreaded hosts configured with '
+            'vcpu_pin_set (no PCPU inventory): %s on legacy-ht (flavor '
+            'hw:cpu_thread_policy=isolate).' % on_ht['id'],
+            forbid_trait[CHECKS[4]][1].split(' Nova pinned')[0])
+
     def test_forbidden_trait_on_a_legacy_host_is_not_isolated(self):
         """Only the isolate thread policy pins one thread per core there.
 
@@ -488,10 +622,11 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         code, checks = self.isolate_checks()
 
         self.assertEqual(1, code, checks)
-        for name in CHECKS[3:]:
+        for name in CHECKS[3:5]:
             self.assertEqual((1, 'The Compute API could not show 1 servers '
                                  'of 1 hyperthreaded hosts (compute1): is a '
                                  'cell down?'), checks[name])
+        self.assertEqual(NO_LEGACY, checks[LEGACY_HOSTS])
 
     def test_an_image_changed_after_boot(self):
         """Unsure, unless the server shows what Nova scheduled it with."""
@@ -524,15 +659,58 @@ class ExtensionIsolateChecksTest(_IsolateChecksBase):
     """With the extension on, the same servers leave nothing to report."""
 
     def test_clean_cloud(self):
+        """No legacy host either: drop costs it nothing, and it is told."""
         self.start_hyperthreaded_host()
         self.boot(ISOLATE, expected_state='ERROR')
         self.boot(DEDICATED)
         self.boot({})
 
         code, checks = check(self.status)
+        _code, workaround = check(self.status, extra_conf=(
+            '[workarounds]\ndisable_fallback_pcpu_query = true\n'))
 
-        self.assertEqual((0, {name: (0, None) for name in CHECKS}),
+        self.assertEqual((0, dict({name: (0, None) for name in CHECKS},
+                                  **{LEGACY_HOSTS: NO_LEGACY})),
                          (code, checks))
+        self.assertEqual(NO_LEGACY, workaround[LEGACY_HOSTS])
+
+    def remove_trait(self, rp_uuid, trait):
+        url = '/resource_providers/%s/traits' % rp_uuid
+        traits = self.placement.get(url, version='1.6').body
+        self.assertIn(trait, traits['traits'])
+        traits['traits'].remove(trait)
+        self.assertEqual(200, self.placement.put(url, traits,
+                                                 version='1.6').status)
+
+    def test_legacy_only_and_a_compute_without_the_mixin(self):
+        """A host reporting PCPU without the trait, named in legacy_only.
+
+        As a compute that does not run the pcpu_trait mixin leaves it:
+        the trait its compute reported is removed through placement.
+        """
+        self.start_host('compute1', NO_HYPERTHREADS, dedicated='0-3')
+        without_mixin = self.start_hyperthreaded_host('compute2')
+        self.remove_trait(without_mixin, pcpu_trait.TRAIT)
+
+        code, legacy_only = check(self.status, extra_conf=LEGACY_ONLY)
+        _code, drop = check(self.status)
+
+        self.assertEqual(1, code)
+        self.assertEqual((1, (
+            '1 compute nodes report PCPU without the '
+            'CUSTOM_PCPU_EXT_REPORTS_PCPU trait: compute2. Their computes do '
+            'not run the pcpu_trait resource tracker mixin, so with '
+            '[pcpu_ext] isolate_fallback_mode = legacy_only the VCPU '
+            'fallback query still offers them to pinned requests, as stock '
+            'Nova does (hyperthreaded ones to isolate requests too: bug '
+            '1889633). Run nova-pcpu-ext-compute there with pcpu_trait in '
+            '[pcpu_ext] resource_tracker_mixins (the default): the trait is '
+            'reported when the compute starts. ' + NO_LEGACY[1])),
+            legacy_only[LEGACY_HOSTS])
+        for name in CHECKS[:5]:
+            self.assertEqual((0, None), legacy_only[name])
+        # Drop does not read the trait.
+        self.assertEqual(NO_LEGACY, drop[LEGACY_HOSTS])
 
 
 class RequestCountTest(_IsolateChecksBase):
@@ -614,6 +792,36 @@ class RequestCountTest(_IsolateChecksBase):
         self.assertEqual(code, max(code for code, _plan in plans[1:]))
         self.assertEqual(sorted(whole, key=str), sorted(
             (move for _code, plan in plans[1:] for move in plan), key=str))
+
+    def test_legacy_only_asks_two_more(self):
+        """Whether placement knows the trait, then who has it: no more."""
+        self.seed()
+        placement = operator_commands.Placement(self.placement_server)
+        placement.provider('marked', {'VCPU': {'total': 8},
+                                      'PCPU': {'total': 4}},
+                           traits=['HW_CPU_HYPERTHREADING', pcpu_trait.TRAIT])
+
+        code, checks = check(self.status, extra_conf=LEGACY_ONLY)
+
+        self.assertEqual(2, code, checks)
+        self.assertEqual(1, checks[LEGACY_HOSTS][0])
+        self.assertTrue(checks[LEGACY_HOSTS][1].startswith(
+            '5 compute nodes report PCPU without the '
+            'CUSTOM_PCPU_EXT_REPORTS_PCPU trait: compute1, compute2, '
+            'seeded0, seeded1, seeded2. '), checks[LEGACY_HOSTS][1])
+        asked = [path for _method, path, _status in self.proxy.statuses]
+        self.assertEqual(len(asked), len(set(asked)), self.proxy.statuses)
+        kinds = collections.Counter(
+            re.sub('[0-9a-f-]{36}', 'ID', path) for path in asked)
+        self.assertEqual({
+            '/resource_providers': 1,
+            '/resource_providers?required=HW_CPU_HYPERTHREADING': 1,
+            '/resource_providers/ID/inventories': 6,
+            '/resource_providers/ID/allocations': 6,
+            '/allocations/ID': 2,
+            '/traits?name=in:CUSTOM_PCPU_EXT_REPORTS_PCPU': 1,
+            '/resource_providers?required=CUSTOM_PCPU_EXT_REPORTS_PCPU': 1},
+            dict(kinds))
 
     def compute_client(self):
         return clients.Compute(ks_adapter.Adapter(

@@ -11,10 +11,8 @@
 # under the License.
 
 import math
-from unittest import mock
 
 import ddt
-from nova.compute import provider_tree
 
 from nova_pcpu_ext import allocation_ratios
 from nova_pcpu_ext import exception
@@ -97,28 +95,3 @@ class ConfiguredRatiosTest(base.TestCase):
             {'VCPU': 16.0, 'MEMORY_MB': 1.5, 'DISK_GB': 2.0},
             allocation_ratios.configured_ratios(
                 self.conf.conf, {'VCPU': 16.0, 'MEMORY_MB': 1.5}))
-
-
-class RatioEnforcingDriverTest(base.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.tree = provider_tree.ProviderTree()
-        self.tree.new_root('node1', 'uuid1')
-        self.driver = mock.Mock(spec=['update_provider_tree', 'capabilities'])
-        self.enforced = []
-        self.proxy = allocation_ratios._RatioEnforcingDriver(
-            self.driver, lambda *args: self.enforced.append(args))
-
-    def test_forwards_exactly_what_it_was_given(self):
-        self.proxy.update_provider_tree(self.tree, 'node1')
-        self.driver.update_provider_tree.assert_called_once_with(
-            self.tree, 'node1')
-
-        self.proxy.update_provider_tree(self.tree, 'node1', allocations={})
-        self.driver.update_provider_tree.assert_called_with(
-            self.tree, 'node1', allocations={})
-        self.assertEqual([(self.tree, 'node1', {})] * 2, self.enforced)
-
-    def test_everything_else_is_the_driver(self):
-        self.assertIs(self.driver.capabilities, self.proxy.capabilities)

@@ -397,7 +397,7 @@ class IsolateServersTest(base.TestCase):
     def test_no_listing_without_consumers(self):
         placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
         compute = FakeCompute([server('a', **ISOLATE)])
-        self.assertEqual(([], {}), dataclasses.astuple(
+        self.assertEqual(([], {}, frozenset()), dataclasses.astuple(
             audit.isolate_servers(placement, compute)))
         self.assertEqual([], compute.listings)
 
@@ -514,6 +514,135 @@ class IsolateServersTest(base.TestCase):
         compute = FakeCompute([], hosts={'other': 'host2'})
         scan = audit.isolate_servers(placement, compute, host='host2')
         self.assertEqual(([], {}), (scan.found, scan.unseen))
+
+
+class LegacyHostsScanTest(base.TestCase):
+    """Legacy hosts without hyperthreads, scanned when asked."""
+
+    def placement(self):
+        placement = fake_placement({
+            'ht': ({'VCPU': {}}, {'on-ht': {'VCPU': 1}}),
+            'noht': ({'VCPU': {}}, {'isolate': {'VCPU': 1},
+                                    'forbidden': {'VCPU': 1},
+                                    'dedicated': {'VCPU': 1},
+                                    'down': {'VCPU': 1}})})
+        every = placement.providers
+        placement.providers = lambda **query: [
+            provider for provider in every(**query)
+            if 'required' not in query or provider['name'] == 'ht']
+        return placement
+
+    def compute(self):
+        return FakeCompute([
+            server('on-ht', node='ht', **ISOLATE),
+            server('isolate', node='noht', **ISOLATE),
+            # Nova's fallback query carries the forbidden trait: met there.
+            server('forbidden', node='noht', **{
+                'hw:cpu_policy': 'dedicated',
+                'trait:HW_CPU_HYPERTHREADING': 'forbidden'}),
+            server('dedicated', node='noht', **{
+                'hw:cpu_policy': 'dedicated'}),
+            dict(server('down', node='noht', **ISOLATE), status='UNKNOWN')])
+
+    def test_only_isolate_servers_of_legacy_hosts_without_ht(self):
+        placement = self.placement()
+
+        scan = audit.isolate_servers(
+            placement, self.compute(),
+            legacy_hosts=[{'uuid': 'noht', 'name': 'noht'},
+                          {'uuid': 'ht', 'name': 'ht'}])
+
+        self.assertEqual(
+            [('on-ht', True, True), ('isolate', True, False)],
+            [(f.server['id'], f.legacy, f.hyperthreaded) for f in scan.found])
+        self.assertEqual({'noht': ['down']}, scan.unseen)
+        self.assertEqual({'noht'}, scan.without_ht)
+
+    def test_not_asked(self):
+        scan = audit.isolate_servers(self.placement(), self.compute())
+
+        self.assertEqual(['on-ht'], [f.server['id'] for f in scan.found])
+        self.assertEqual(({}, frozenset()), (scan.unseen, scan.without_ht))
+
+
+class ComputeNodesTest(base.TestCase):
+
+    def test_legacy_and_new_style_by_their_trees(self):
+        placement = FakePlacement({})
+        providers = [
+            {'uuid': 'legacy', 'name': 'legacy'},
+            {'uuid': 'legacy-ht', 'name': 'legacy-ht'},
+            {'uuid': 'new', 'name': 'new'},
+            # PCPU below the root: the tree reports it.
+            {'uuid': 'nested-pcpu', 'name': 'nested-pcpu'},
+            {'uuid': 'child', 'name': 'nested-pcpu_numa0',
+             'root_provider_uuid': 'nested-pcpu'},
+            {'uuid': 'gpu', 'name': 'legacy_gpu',
+             'root_provider_uuid': 'legacy'},
+            # Neither: shared storage, a bare metal node.
+            {'uuid': 'nfs', 'name': 'nfs'},
+            {'uuid': 'ironic', 'name': 'ironic'}]
+        inventories = {
+            'legacy': {'VCPU': {}, 'MEMORY_MB': {}},
+            'legacy-ht': {'VCPU': {}},
+            'new': {'VCPU': {}, 'PCPU': {}},
+            'nested-pcpu': {'VCPU': {}, 'MEMORY_MB': {}},
+            'child': {'PCPU': {}},
+            'gpu': {'VGPU': {}},
+            'nfs': {'DISK_GB': {}},
+            'ironic': {'CUSTOM_BAREMETAL': {}}}
+        placement.providers = lambda **query: (
+            [providers[1], providers[2]] if query else providers)
+        placement.inventories = lambda uuid: (1, inventories[uuid])
+
+        nodes = audit.compute_nodes(placement)
+
+        self.assertEqual(['legacy', 'legacy-ht'],
+                         [p['name'] for p in nodes.legacy])
+        self.assertEqual(['new', 'nested-pcpu'],
+                         [p['name'] for p in nodes.new_style])
+        self.assertEqual({'legacy-ht', 'new'}, nodes.hyperthreaded)
+        self.assertEqual(['legacy-ht'],
+                         [p['name'] for p in nodes.legacy_with_ht()])
+
+
+class LackingTraitTest(base.TestCase):
+
+    TARGETS = [{'uuid': 'a', 'name': 'a'}, {'uuid': 'b', 'name': 'b'}]
+
+    def placement(self, known):
+        placement = FakePlacement({})
+        placement.asked = []
+
+        def get(url, *keys):
+            placement.asked.append(url)
+            return [['CUSTOM_X'] if known else []]
+
+        def providers(**query):
+            placement.asked.append(query)
+            return [{'uuid': 'b', 'name': 'b'}]
+
+        placement.get, placement.providers = get, providers
+        return placement
+
+    def test_providers_without_the_trait(self):
+        placement = self.placement(known=True)
+        self.assertEqual(['a'], [p['name'] for p in audit.lacking_trait(
+            placement, self.TARGETS, 'CUSTOM_X')])
+        self.assertEqual(['/traits?name=in:CUSTOM_X',
+                          {'required': 'CUSTOM_X'}], placement.asked)
+
+    def test_a_trait_placement_does_not_know(self):
+        """Placement refuses to filter by it: nobody has it."""
+        placement = self.placement(known=False)
+        self.assertEqual(self.TARGETS, audit.lacking_trait(
+            placement, self.TARGETS, 'CUSTOM_X'))
+        self.assertEqual(['/traits?name=in:CUSTOM_X'], placement.asked)
+
+    def test_nothing_asked_without_targets(self):
+        placement = self.placement(known=True)
+        self.assertEqual([], audit.lacking_trait(placement, [], 'CUSTOM_X'))
+        self.assertEqual([], placement.asked)
 
 
 class DestinationRequestsTest(base.TestCase):

@@ -31,6 +31,7 @@ from nova_pcpu_ext import compat
 from nova_pcpu_ext import compute
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import isolate_filter
+from nova_pcpu_ext import plugins
 from nova_pcpu_ext import scheduler
 from nova_pcpu_ext import serialized_client
 from nova_pcpu_ext.tests import future_nova
@@ -108,8 +109,8 @@ class AppendedParameterTest(base.TestCase):
 
         tree = provider_tree.ProviderTree()
         tree.new_root('node1', 'uuid1')
-        view = allocation_ratios._RatioEnforcingDriver(
-            ChangedDriver(), lambda *args: None)
+        view = plugins.DriverView(
+            ChangedDriver(), lambda update, tree, nodename: update())
         view.update_provider_tree(tree, 'node1', None, 'positional')
         view.update_provider_tree(tree, 'node1', new_arg='keyword')
         self.assertEqual([(None, 'positional'), (None, 'keyword')], calls)
@@ -523,6 +524,53 @@ class FallbackQueryTest(base.TestCase):
             scheduler_utils, 'resources_from_request_spec'))
         self.assertIn('The source of nova.scheduler.manager is not '
                       'installed', self.logger.output)
+
+
+class RequireAnyCallTest(base.TestCase):
+    """Which of several calls a Nova method makes, from its source."""
+
+    SYMBOL = ('nova.compute.resource_tracker:ResourceTracker.'
+              '_update_to_placement')
+    SNAPSHOTS = ('get_provider_tree_and_ensure_root',
+                 'get_provider_subtree_and_ensure_root')
+
+    def setUp(self):
+        super().setUp()
+        self.tree = compat.source_tree('nova.compute.resource_tracker')
+
+    def test_installed_nova_calls_one_of_them(self):
+        from nova import version
+        found = compat.require_any_call(self.SYMBOL, self.tree,
+                                        self.SNAPSHOTS)
+        major = int(version.version_string().split('.')[0])
+        self.assertEqual([self.SNAPSHOTS[major >= 34]], found)
+
+    def test_calls_in_the_order_asked(self):
+        tree = ast.parse('class A(object):\n'
+                         '    def m(self):\n'
+                         '        b()\n'
+                         '        self.client.a(b)\n')
+        self.assertEqual(['a', 'b'],
+                         compat.require_any_call('x:A.m', tree, ('a', 'b')))
+        self.assertEqual(['b'],
+                         compat.require_any_call('x:A.m', tree, ('c', 'b')))
+
+    def test_a_name_read_but_not_called_does_not_count(self):
+        tree = ast.parse('class A(object):\n'
+                         '    def m(self):\n'
+                         '        return self.client.a\n')
+        error = self.assertRaises(exception.IncompatibleNova,
+                                  compat.require_any_call, 'x:A.m', tree,
+                                  ('a', 'b'))
+        self.assertIn('x:A.m calls neither a nor b.', str(error))
+
+    def test_method_not_defined_stops(self):
+        tree = ast.parse('class A(object):\n    pass\n')
+        error = self.assertRaises(exception.IncompatibleNova,
+                                  compat.require_any_call, 'x:A.m', tree,
+                                  ('a',))
+        self.assertIn('x:A.m is not defined in the source of its module',
+                      str(error))
 
 
 class StandAsideTest(base.TestCase):

@@ -17,6 +17,7 @@ from nova import objects
 from nova.scheduler import utils as scheduler_utils
 
 from nova_pcpu_ext import isolate_filter
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import scheduler
 from nova_pcpu_ext.tests.unit import base
 
@@ -128,6 +129,42 @@ class DecisionTest(base.TestCase):
         self.assertIn('required=%21' + HT, fallback.to_querystring())
         self.assertIn('root_required=%21CUSTOM_OTHER',
                       fallback.to_querystring())
+
+    @ddt.data(*COMBINATIONS)
+    @ddt.unpack
+    def test_legacy_only_mode(self, cpu_policy, thread, image_thread, trait):
+        self.flags(isolate_fallback_mode='legacy_only')
+        spec = request_spec(cpu_policy, thread, image_thread, trait)
+        stock = self.fallback(spec).to_querystring()
+
+        self.assertTrue(self.filter.allow_fallback(
+            None, spec, self.primary(spec)))
+        query = self.filter.fallback_request(
+            None, spec, self.fallback(spec)).to_querystring()
+        # Only the host's trait is added: hyperthreads stay allowed.
+        self.assertEqual(stock + '&root_required=%21' + pcpu_trait.TRAIT,
+                         query)
+
+    def test_legacy_only_leaves_request_spec_alone(self):
+        self.flags(isolate_fallback_mode='legacy_only')
+        spec = request_spec('dedicated', 'isolate')
+        spec.request_level_params = objects.RequestLevelParams(
+            root_forbidden={'CUSTOM_OTHER'})
+
+        fallback = self.filter.fallback_request(None, spec,
+                                                self.fallback(spec))
+
+        self.assertEqual({'CUSTOM_OTHER'},
+                         spec.request_level_params.root_forbidden)
+        self.assertIn('root_required=%21CUSTOM_OTHER%2C%21' +
+                      pcpu_trait.TRAIT, fallback.to_querystring())
+        self.assertNotIn(pcpu_trait.TRAIT, self.primary(spec).to_querystring())
+
+    def test_forbid_trait_is_deprecated(self):
+        self.flags(isolate_fallback_mode='forbid_trait')
+        self.filter.validate_config(self.conf.conf)
+        self.assertIn('forbid_trait is deprecated',
+                      self.logger.output)
 
     def test_explicit_trait_is_carried_by_nova_fallback(self):
         """What leaks is the isolate policy, not an explicit trait."""

@@ -10,9 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+from unittest import mock
+
+from nova.compute import provider_tree
+
 from nova_pcpu_ext import allocation_ratios
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import isolate_filter
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import plugins
 from nova_pcpu_ext.tests.unit import base
 
@@ -23,7 +28,8 @@ class LoadTest(base.TestCase):
         filters = plugins.load_request_filters()
         self.assertEqual([isolate_filter.IsolateVcpuFallbackFilter],
                          [type(f) for f in filters])
-        self.assertEqual([allocation_ratios.AllocationRatiosMixin],
+        self.assertEqual([allocation_ratios.AllocationRatiosMixin,
+                          pcpu_trait.PcpuTraitMixin],
                          plugins.load_resource_tracker_mixins())
 
     def test_empty_list_loads_nothing(self):
@@ -97,3 +103,34 @@ class StrictMixin(plugins.ResourceTrackerMixin):
     @classmethod
     def validate_config(cls, conf):
         raise exception.InvalidConfig('no')
+
+
+class DriverViewTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tree = provider_tree.ProviderTree()
+        self.tree.new_root('node1', 'uuid1')
+        self.driver = mock.Mock(spec=['update_provider_tree', 'capabilities'])
+        self.edits = []
+
+        def edit(update, tree, nodename):
+            self.edits.append(('before', tree, nodename))
+            update()
+            self.edits.append(('after', tree, nodename))
+
+        self.view = plugins.DriverView(self.driver, edit)
+
+    def test_forwards_exactly_what_it_was_given(self):
+        self.view.update_provider_tree(self.tree, 'node1')
+        self.driver.update_provider_tree.assert_called_once_with(
+            self.tree, 'node1')
+
+        self.view.update_provider_tree(self.tree, 'node1', allocations={})
+        self.driver.update_provider_tree.assert_called_with(
+            self.tree, 'node1', allocations={})
+        self.assertEqual([('before', self.tree, 'node1'),
+                          ('after', self.tree, 'node1')] * 2, self.edits)
+
+    def test_everything_else_is_the_driver(self):
+        self.assertIs(self.driver.capabilities, self.view.capabilities)

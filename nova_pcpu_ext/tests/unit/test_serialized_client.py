@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import ast
 import functools
 import gc
 import subprocess
@@ -23,6 +24,9 @@ import fixtures
 from nova.scheduler.client import report
 
 from nova_pcpu_ext import activation
+from nova_pcpu_ext import compat
+from nova_pcpu_ext import compute
+from nova_pcpu_ext import exception
 from nova_pcpu_ext import serialized_client
 from nova_pcpu_ext.tests.unit import base
 
@@ -367,6 +371,62 @@ class SerializedClientTest(base.TestCase):
         return lambda: serialized_client.serialize_status_update(stock)(
             virtapi, 'ctxt', 'a', False)
 
+    def _placement_holds(self, rp_uuid, *reads):
+        """Placement's answers to the reads of a provider's tree, in turn.
+
+        Nothing is ever created: creating returns what placement would.
+        """
+        provider = {'uuid': rp_uuid, 'name': 'node-' + rp_uuid,
+                    'generation': 3, 'parent_provider_uuid': None,
+                    'root_provider_uuid': rp_uuid}
+        answers = [[provider] if held else [] for held in reads]
+        self.client.get_providers_in_tree = mock.Mock(
+            side_effect=lambda context, uuid: answers.pop(0))
+        self.client._create_resource_provider = mock.Mock(
+            return_value=dict(provider, generation=0))
+        self.client._refresh_associations = mock.Mock()
+
+    def _status_update_of(self, rp_uuid):
+        """A status update; returns what Nova's found in the cache."""
+        found = []
+
+        def stock(virtapi, context, rp_uuid, enabled):
+            found.append((self.client._provider_tree.exists(rp_uuid),
+                          self.client.provider_locks.held()[:]))
+
+        serialized_client.serialize_status_update(stock)(
+            mock.Mock(reportclient=self.client), 'ctxt', rp_uuid, False)
+        return found
+
+    def test_status_update_loads_the_tree_placement_returned(self):
+        # The provider is deleted just after the status update read it.
+        self._placement_holds('c', True, False)
+
+        found = self._status_update_of('c')
+
+        self.client._create_resource_provider.assert_not_called()
+        self.client.get_providers_in_tree.assert_called_once_with('ctxt', 'c')
+        self.client._refresh_associations.assert_called_once_with(
+            'ctxt', 'c', force=True)
+        self.assertEqual(3, self.client._provider_tree.data('c').generation)
+        self.assertTrue(found[0][0])
+
+    def test_status_update_of_a_provider_placement_lacks(self):
+        self._placement_holds('c', False)
+
+        found = self._status_update_of('c')
+
+        self.client._create_resource_provider.assert_not_called()
+        self.assertEqual([False], [exists for exists, _ in found])
+
+    def test_tree_that_fails_to_load_leaves_the_cache(self):
+        self._placement_holds('c', True)
+        self.client._refresh_associations.side_effect = ValueError('gone')
+
+        self.assertRaises(ValueError, self._status_update_of, 'c')
+
+        self.assertFalse(self.client._provider_tree.exists('c'))
+
     def test_status_update_gives_up_after_timeout(self):
         self.flags(provider_lock_timeout=0.3)
         go, holder, _ = self._holding('a', lambda: None)
@@ -472,7 +532,8 @@ class WholeCacheTest(SerializedClientTest):
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.MockPatch(
-            'nova_pcpu_ext.serialized_client._HAS_SUBTREE_SNAPSHOT', False))
+            'nova_pcpu_ext.serialized_client._whole_cache',
+            return_value=True))
 
     def test_lock_of_an_uncached_tree_comes_with_the_cache(self):
         with self.client.provider_lock('c', 'status'):
@@ -480,6 +541,30 @@ class WholeCacheTest(SerializedClientTest):
                              self.client.provider_locks.held())
         with self.client.provider_lock('a', 'status'):
             self.assertEqual(['a'], self.client.provider_locks.held())
+
+    def test_tree_gone_while_waiting_comes_with_the_cache(self):
+        """The holder's tree leaves the cache before the holder lets go.
+
+        As a reset (SIGHUP) does, or a failed flush Nova invalidates.
+        """
+        self._placement_holds('a', True)
+        go, holder, errors = self._holding(
+            'a', lambda: self.client._clear_provider_cache_for_tree('a'))
+        found = []
+        status = threading.Thread(
+            target=lambda: found.extend(self._status_update_of('a')))
+        status.start()
+        self.addCleanup(status.join, 10)
+        tree_lock = self.client.provider_locks._lock('a')
+        wait_until(lambda: len(tree_lock._queue) == 1)
+
+        go.set()
+        holder.join(5)
+        status.join(5)
+
+        self.assertEqual([], errors)
+        self.assertEqual(
+            [(True, [serialized_client.WHOLE_CACHE, 'a'])], found)
 
     def test_update_holds_the_cache_then_every_cached_tree(self):
         held = []
@@ -521,6 +606,83 @@ class WholeCacheTest(SerializedClientTest):
                       'resource tracker update of node-a).',
                       self.logger.output)
         self.assertNotIn('goes ahead', self.logger.output)
+
+
+class SnapshotModeTest(base.TestCase):
+    """The snapshot mode is read from what the resource tracker calls.
+
+    Not from whether the report client has the subtree method: a build
+    may have it and still snapshot the whole cache.
+    """
+
+    RT_MODULE = 'nova.compute.resource_tracker'
+
+    def setUp(self):
+        super().setUp()
+        # NOTE: read once per process; each test reads its own.
+        serialized_client.snapshots_whole_cache.cache_clear()
+        self.addCleanup(serialized_client.snapshots_whole_cache.cache_clear)
+        self.useFixture(fixtures.MockPatchObject(
+            report.SchedulerReportClient,
+            'get_provider_subtree_and_ensure_root', create=True))
+
+    def update_calls(self, *methods):
+        """``_update_to_placement`` calls these report client methods."""
+        body = ''.join('        self.reportclient.%s(context, node.uuid)\n'
+                       % method for method in methods)
+        source = ('class ResourceTracker(object):\n'
+                  '    def _update_to_placement(self, context, node, '
+                  'startup):\n%s        pass\n' % body)
+        stock = compat.source_tree
+
+        def source_tree(module_name):
+            if module_name == self.RT_MODULE:
+                return ast.parse(source)
+            return stock(module_name)
+
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.compat.source_tree', side_effect=source_tree))
+
+    def test_whole_cache_though_the_client_has_the_subtree_method(self):
+        self.update_calls('get_provider_tree_and_ensure_root')
+        compute.activate_plugins()
+        self.assertTrue(serialized_client._whole_cache())
+
+    def test_subtree(self):
+        self.update_calls('get_provider_subtree_and_ensure_root')
+        compute.activate_plugins()
+        self.assertFalse(serialized_client._whole_cache())
+
+    def test_both_calls_hold_the_whole_cache(self):
+        self.update_calls('get_provider_subtree_and_ensure_root',
+                          'get_provider_tree_and_ensure_root')
+        compute.activate_plugins()
+        self.assertTrue(serialized_client._whole_cache())
+
+    def test_neither_call_stops_the_service(self):
+        self.update_calls('get_provider_tree')
+        error = self.assertRaises(exception.IncompatibleNova,
+                                  compute.activate_plugins)
+        self.assertIn(
+            'nova.compute.resource_tracker:ResourceTracker.'
+            '_update_to_placement calls neither '
+            'get_provider_tree_and_ensure_root nor '
+            'get_provider_subtree_and_ensure_root', str(error))
+        self.assertFalse(activation.is_active('compute'))
+
+    def test_without_nova_source_the_whole_cache(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.compat.source_tree', return_value=None))
+        compute.activate_plugins()
+        self.assertTrue(serialized_client._whole_cache())
+        self.assertIn('holds the whole provider cache in every resource '
+                      'tracker update', self.logger.output)
+
+    def test_installed_nova(self):
+        from nova import version
+        compute.activate_plugins()
+        major = int(version.version_string().split('.')[0])
+        self.assertEqual(major < 34, serialized_client._whole_cache())
 
 
 class OsloFairLockTest(base.TestCase):
