@@ -39,11 +39,12 @@ class BenchSmokeTest(testtools.TestCase):
 
     def test_bench_writes_results(self):
         output_dir = self.useFixture(fixtures.TempDir()).path
+        # One cloud, half legacy: every host kind, and the fill states.
         result = subprocess.run(
             [sys.executable, '-m', 'nova_pcpu_ext.tests.perf.bench',
-             '--hosts', '10', '--nodes', '1', '--iterations', '3',
-             '--calls', '4', '--memory-trees', '10', '--stuck-nodes', '2',
-             '--output-dir', output_dir],
+             '--hosts', '10', '--legacy', '50', '--nodes', '1',
+             '--iterations', '3', '--calls', '4', '--memory-trees', '10',
+             '--stuck-nodes', '2', '--output-dir', output_dir],
             capture_output=True, text=True, timeout=600,
             env=dict(os.environ, OS_TEST_TIMEOUT='0'),
             stdin=subprocess.DEVNULL)
@@ -53,33 +54,105 @@ class BenchSmokeTest(testtools.TestCase):
         self.assertEqual('results: %s' % path,
                          result.stdout.strip().splitlines()[-1])
         with open(path) as f:
-            scenarios = {
-                (s['scenario'], s['n'], s['max_placement_results']):
-                s['figures'] for s in json.load(f)['scenarios']}
-        self.assertEqual({('isolate', 10, 1000), ('pinned', 10, 1000),
-                          ('unpinned', 10, 1000),
-                          ('provider_updates', 1, None),
-                          ('stuck_update', 2, None), ('memory', 10, None)},
+            output = json.load(f)
+        scenarios = {
+            (s['scenario'], s['n'], s['max_placement_results'],
+             s.get('legacy_pct'), s.get('full')): s['figures']
+            for s in output['scenarios']}
+        self.assertEqual({('isolate', 10, 1000, 50, None),
+                          ('pinned', 10, 1000, 50, None),
+                          ('unpinned', 10, 1000, 50, None),
+                          ('isolate', 10, 1000, 50, 'new_no_ht'),
+                          ('isolate', 10, 1000, 50, 'no_ht'),
+                          ('provider_updates', 1, None, None, None),
+                          ('stuck_update', 2, None, None, None),
+                          ('memory', 10, None, None, None)},
                          set(scenarios))
-        isolate = scenarios[('isolate', 10, 1000)]
-        self.assertEqual({'stock': 2, 'extension': 1, 'ratio': 0.5},
-                         isolate['placement_queries'])
-        latency = scenarios[('pinned', 10, 1000)]['latency_median_ms']
-        self.assertEqual(3, latency['samples'])
-        low, high = latency['ratio_ci']
-        self.assertTrue(low <= latency['ratio'] <= high, latency)
-        updates = scenarios[('provider_updates', 1, None)]
+        self.assertScheduling(scenarios)
+        # At 10 hosts the requirement is not derived: informational.
+        [requirement] = output['requirements']
+        self.assertEqual((10, 50, False, None),
+                         (requirement['n'], requirement['legacy_pct'],
+                          requirement['applies'], requirement['met']))
+
+        updates = scenarios[('provider_updates', 1, None, None, None)]
         self.assertEqual(0, updates['lost_updates']['extension'])
         self.assertEqual(4, updates['status_call_p99_ms']['samples'])
         self.assertGreater(updates['goodput_per_s']['extension'], 0)
-        stuck = scenarios[('stuck_update', 2, None)]
+        stuck = scenarios[('stuck_update', 2, None, None, None)]
         self.assertEqual(3, stuck['status_change_median_ms']['samples'])
         self.assertEqual(3, stuck['cache_clear_median_ms']['samples'])
         self.assertEqual(0, stuck['failed_updates']['extension'])
-        memory = scenarios[('memory', 10, None)]
+        memory = scenarios[('memory', 10, None, None, None)]
         self.assertEqual({'stock': 0, 'extension': 0},
                          memory['failed_updates'])
         self.assertEqual({'extension': 0}, memory['locks_left'])
+
+    def assertScheduling(self, scenarios):
+        """What 3 requests of each variant show on 10 hosts, half legacy.
+
+        3 new-style hosts with hyperthreads, 2 without; 3 legacy with, 2
+        without.
+        """
+        modes = set(scheduling.MODES)
+        for key, figures in scenarios.items():
+            if key[3] is None:
+                continue
+            for name, figure in figures.items():
+                expected = (modes if name == 'refused_where_stock_placed'
+                            else modes | {'stock'})
+                self.assertTrue(expected <= set(figure), (key, name))
+            # legacy_only's fallback yields legacy hosts only.
+            self.assertEqual(
+                0, figures['fallback_new_style_candidates']['legacy_only'],
+                key)
+
+        isolate = scenarios[('isolate', 10, 1000, 50, None)]
+        queries = isolate['placement_queries']
+        self.assertEqual((2, 1, 2, 2), tuple(
+            queries[variant] for variant in scheduling.VARIANTS))
+        # Stock's fallback yields every host, the new-style ones too;
+        # legacy_only's the 5 legacy hosts; forbid_trait's those without
+        # hyperthreads (2 new-style, 2 legacy).
+        self.assertEqual({'stock': 5, 'drop': 0, 'legacy_only': 0,
+                          'forbid_trait': 2}, self.values(
+            isolate['fallback_new_style_candidates']))
+        self.assertEqual({'stock': 10, 'drop': 2, 'legacy_only': 7,
+                          'forbid_trait': 4},
+                         self.values(isolate['hosts_filtered']))
+        pinned = scenarios[('pinned', 10, 1000, 50, None)]
+        self.assertEqual(5, pinned['fallback_new_style_candidates']['stock'])
+        self.assertEqual({'stock': 2, 'drop': 2, 'legacy_only': 2,
+                          'forbid_trait': 2},
+                         self.values(pinned['placement_queries']))
+        for mix in scheduling.MIXES:
+            figures = scenarios[(mix, 10, 1000, 50, None)]
+            self.assertEqual({'stock': 0, 'drop': 0, 'legacy_only': 0,
+                              'forbid_trait': 0}, figures['no_valid_host'])
+        latency = pinned['latency_median_ms']
+        self.assertEqual(3, latency['samples'])
+        for mode in scheduling.MODES:
+            low, high = latency['ratio_ci'][mode]
+            self.assertTrue(low <= latency['ratio'][mode] <= high, latency)
+
+        # New-style hosts without hyperthreads full: drop refuses what
+        # stock places on legacy hosts. Then the legacy ones without
+        # hyperthreads too: forbid_trait refuses as well, legacy_only
+        # places on legacy hosts with hyperthreads as stock does.
+        for state, refused in (('new_no_ht', {'drop': 3, 'legacy_only': 0,
+                                              'forbid_trait': 0}),
+                               ('no_ht', {'drop': 3, 'legacy_only': 0,
+                                          'forbid_trait': 3})):
+            figures = scenarios[('isolate', 10, 1000, 50, state)]
+            self.assertEqual(0, figures['no_valid_host']['stock'], state)
+            self.assertEqual(refused, figures['refused_where_stock_placed'],
+                             state)
+            self.assertEqual(0, figures['allocation_candidates']['drop'],
+                             state)
+
+    @staticmethod
+    def values(figure):
+        return {variant: figure[variant] for variant in scheduling.VARIANTS}
 
 
 class LostUpdatesTest(base.BenchCase):

@@ -34,6 +34,20 @@ from nova_pcpu_ext import serialized_client
 DISABLED = 'COMPUTE_STATUS_DISABLED'
 
 
+def unavailable():
+    """Placement's answer while it is down behind a proxy."""
+    response = requests.Response()
+    response.status_code = 503
+    response.headers['Content-Type'] = 'application/json'
+    response._content = (b'{"errors": [{"status": 503, "title": '
+                         b'"Service Unavailable"}]}')
+    return response
+
+
+def dropped():
+    raise ks_exc.ConnectFailure('connection dropped')
+
+
 class _RaceTestBase(base.ExtensionTestBase):
 
     def setUp(self):
@@ -56,6 +70,25 @@ class _RaceTestBase(base.ExtensionTestBase):
     def assertPeriodicSucceeded(self):
         self.assertNotIn('Error updating resources for node',
                          self.stdlog.logger.output)
+
+    def fail_first_inventory_put(self, fault):
+        """Answer the next flush's inventory write with ``fault()``.
+
+        :returns: the URLs answered so, filled as it happens.
+        """
+        stock = self.client.put
+
+        def put(url, *args, **kwargs):
+            if url.endswith('/inventories') and not faults:
+                faults.append(url)
+                return fault()
+            return stock(url, *args, **kwargs)
+
+        faults = []
+        self.useFixture(fixtures.MockPatchObject(self.client, 'put', put))
+        # The flush has inventory to write, and fails writing it.
+        self.flags(reserved_host_memory_mb=1024)
+        return faults
 
 
 class StockRaceTest(_RaceTestBase):
@@ -144,18 +177,7 @@ class SerializedFaultTest(_RaceTestBase):
         self.assertCacheMatchesPlacement()
 
     def _fail_first_inventory_put(self, fault):
-        stock = self.client.put
-
-        def put(url, *args, **kwargs):
-            if url.endswith('/inventories') and not faults:
-                faults.append(url)
-                return fault()
-            return stock(url, *args, **kwargs)
-
-        faults = []
-        self.client.put = put
-        self.addCleanup(delattr, self.client, 'put')
-        self.flags(reserved_host_memory_mb=1024)
+        faults = self.fail_first_inventory_put(fault)
         self.periodic()
         self.assertEqual(1, len(faults))
 
@@ -168,21 +190,10 @@ class SerializedFaultTest(_RaceTestBase):
         self.assertCacheMatchesPlacement()
 
     def test_placement_503_mid_flush(self):
-        def unavailable():
-            response = requests.Response()
-            response.status_code = 503
-            response.headers['Content-Type'] = 'application/json'
-            response._content = (b'{"errors": [{"status": 503, "title": '
-                                 b'"Service Unavailable"}]}')
-            return response
-
         self._fail_first_inventory_put(unavailable)
         self._then_next_periodic_repairs()
 
     def test_dropped_connection_mid_flush(self):
-        def dropped():
-            raise ks_exc.ConnectFailure('connection dropped')
-
         self._fail_first_inventory_put(dropped)
         self.assertIn('rebuilt from placement on the next update',
                       self.stdlog.logger.output)
@@ -314,6 +325,41 @@ class SerializedStuckConductorTest(_StuckConductorTest):
         self.assertEqual(1, log.count('goes ahead without the lock'))
 
 
+def status_storm(test, seconds, update_status):
+    """Periodic updates of compute1 and status changes, at once.
+
+    :param update_status: ``update_status(enabled)`` writes the status to
+        placement after the service record changed.
+    :returns: whether the service ended disabled, and how many status
+        changes started while a periodic update ran.
+    """
+    service = objects.Service.get_by_compute_host(
+        nova_context.get_admin_context(), 'compute1')
+    periodic_running = threading.Event()
+    deadline = time.monotonic() + seconds
+    state = {'disabled': False, 'overlaps': 0}
+
+    def periodics():
+        while time.monotonic() < deadline:
+            periodic_running.set()
+            try:
+                test.periodic()
+            finally:
+                periodic_running.clear()
+
+    def toggles():
+        while time.monotonic() < deadline:
+            state['disabled'] = not state['disabled']
+            service.disabled = state['disabled']
+            service.save()
+            # Started while a periodic update holds the tree.
+            state['overlaps'] += periodic_running.is_set()
+            update_status(not state['disabled'])
+
+    test.join(test.in_thread(periodics), test.in_thread(toggles))
+    return state['disabled'], state['overlaps']
+
+
 class SerializedStressTest(_RaceTestBase):
     """Periodic updates and status changes of one tree lose nothing.
 
@@ -324,47 +370,15 @@ class SerializedStressTest(_RaceTestBase):
 
     def test_no_lost_update(self):
         ctxt = nova_context.get_admin_context()
-        service = objects.Service.get_by_compute_host(ctxt, 'compute1')
-        intended = {}
-        periodic_running = threading.Event()
-        overlaps = []
-        stop = threading.Event()
-        deadline = time.monotonic() + self.SECONDS
-
-        def running():
-            return not stop.is_set() and time.monotonic() < deadline
-
-        def periodics():
-            while running():
-                periodic_running.set()
-                try:
-                    self.periodic()
-                finally:
-                    periodic_running.clear()
-
-        def toggles():
-            disabled = False
-            while running():
-                disabled = not disabled
-                service.disabled = disabled
-                service.save()
-                # Started while a periodic update holds the tree.
-                overlaps.append(periodic_running.is_set())
+        disabled, overlaps = status_storm(
+            self, self.SECONDS, lambda enabled: (
                 self.compute.manager.virtapi.update_compute_provider_status(
-                    ctxt, self.rp_uuid, not disabled)
-                intended['disabled'] = disabled
+                    ctxt, self.rp_uuid, enabled)))
 
-        threads = [self.in_thread(periodics), self.in_thread(toggles)]
-        try:
-            self.join(*threads)
-        finally:
-            stop.set()
-
-        self.assertGreater(sum(overlaps), 0, 'no status update overlapped '
-                           'a periodic update: the test proved nothing')
+        self.assertGreater(overlaps, 0, 'no status update overlapped a '
+                           'periodic update: the test proved nothing')
         self.assertPeriodicSucceeded()
-        self.assertEqual(intended['disabled'],
-                         DISABLED in self.traits(self.rp_uuid))
+        self.assertEqual(disabled, DISABLED in self.traits(self.rp_uuid))
         self.assertCacheMatchesPlacement()
 
 
@@ -429,18 +443,7 @@ class SerializedStatusFindsItsTreeTest(_RaceTestBase):
         self.assertDisabledReachedPlacement()
 
     def fail_flush_while_the_status_change_waits(self, fault):
-        stock = self.client.put
-
-        def put(url, *args, **kwargs):
-            if url.endswith('/inventories') and not faults:
-                faults.append(url)
-                return fault()
-            return stock(url, *args, **kwargs)
-
-        faults = []
-        self.useFixture(fixtures.MockPatchObject(self.client, 'put', put))
-        # The flush has inventory to write, and fails writing it.
-        self.flags(reserved_host_memory_mb=1024)
+        faults = self.fail_first_inventory_put(fault)
 
         self.disable_queued_behind_update(lambda: None)
 
@@ -450,21 +453,10 @@ class SerializedStatusFindsItsTreeTest(_RaceTestBase):
         self.assertDisabledReachedPlacement()
 
     def test_flush_invalidated_by_nova_while_the_status_change_waits(self):
-        def unavailable():
-            response = requests.Response()
-            response.status_code = 503
-            response.headers['Content-Type'] = 'application/json'
-            response._content = (b'{"errors": [{"status": 503, "title": '
-                                 b'"Service Unavailable"}]}')
-            return response
-
         self.fail_flush_while_the_status_change_waits(unavailable)
         self.assertIn('Failed to update inventory', self.stdlog.logger.output)
 
     def test_flush_dropped_while_the_status_change_waits(self):
-        def dropped():
-            raise ks_exc.ConnectFailure('connection dropped')
-
         self.fail_flush_while_the_status_change_waits(dropped)
         self.assertIn('rebuilt from placement on the next update',
                       self.stdlog.logger.output)
@@ -897,53 +889,23 @@ class ParallelNodeUpdatesTest(_MultiNodeTestBase):
 
     def test_status_changes_during_parallel_updates(self):
         most = self.count_parallel_updates()
-        service = objects.Service.get_by_compute_host(self.ctxt, 'compute1')
-        intended = {}
-        periodic_running = threading.Event()
-        overlaps = []
-        stop = threading.Event()
-        deadline = time.monotonic() + self.SECONDS
-
-        def running():
-            return not stop.is_set() and time.monotonic() < deadline
-
-        def periodics():
-            while running():
-                periodic_running.set()
-                try:
-                    self.periodic()
-                finally:
-                    periodic_running.clear()
-
-        def toggles():
-            disabled = False
-            while running():
-                disabled = not disabled
-                service.disabled = disabled
-                service.save()
-                overlaps.append(periodic_running.is_set())
-                # NOTE: Nova's, over every node; a failure is logged.
+        # NOTE: Nova's status change, over every node; a failure is logged.
+        disabled, overlaps = status_storm(
+            self, self.SECONDS, lambda enabled: (
                 self.compute.manager._update_compute_provider_status(
-                    self.ctxt, not disabled)
-                intended['disabled'] = disabled
-
-        threads = [self.in_thread(periodics), self.in_thread(toggles)]
-        try:
-            self.join(*threads)
-        finally:
-            stop.set()
+                    self.ctxt, enabled)))
 
         self.assertGreater(most[0], 1, 'the nodes never updated in '
                            'parallel: the test proved nothing')
-        self.assertGreater(sum(overlaps), 0, 'no status change overlapped '
-                           'a periodic update: the test proved nothing')
+        self.assertGreater(overlaps, 0, 'no status change overlapped a '
+                           'periodic update: the test proved nothing')
         log = self.stdlog.logger.output
         self.assertNotIn('Error updating resources for node', log)
         self.assertNotIn('An error occurred while updating', log)
         self.assertNotIn('goes ahead without the lock', log)
         for rp_uuid in self.rp_uuids:
-            self.assertEqual(intended['disabled'],
-                             DISABLED in self.traits(rp_uuid), rp_uuid)
+            self.assertEqual(disabled, DISABLED in self.traits(rp_uuid),
+                             rp_uuid)
             cached = self.client._provider_tree.data(rp_uuid)
             self.assertEqual(self.traits(rp_uuid), cached.traits)
             self.assertEqual(self.placement.get(

@@ -754,6 +754,13 @@ class RequestCountTest(_IsolateChecksBase):
             'project_id': str(uuid.uuid4()), 'user_id': str(uuid.uuid4())})
         return servers
 
+    def placement_requests(self):
+        """``{path with IDs: count}`` of placement's requests, each once."""
+        asked = [path for _method, path, _status in self.proxy.statuses]
+        self.assertEqual(len(asked), len(set(asked)), self.proxy.statuses)
+        return dict(collections.Counter(
+            re.sub('[0-9a-f-]{36}', 'ID', path) for path in asked))
+
     def test_each_answer_once_one_listing_the_same_findings(self):
         servers = self.seed()
 
@@ -762,17 +769,13 @@ class RequestCountTest(_IsolateChecksBase):
         self.assertEqual(2, code, checks)
         for server in servers:
             self.assertIn(server['id'], checks[CHECKS[3]][1])
-        asked = [path for _method, path, _status in self.proxy.statuses]
-        self.assertEqual(len(asked), len(set(asked)), self.proxy.statuses)
         # Five providers, all hyperthreaded; two servers found.
-        kinds = collections.Counter(
-            re.sub('[0-9a-f-]{36}', 'ID', path) for path in asked)
         self.assertEqual({
             '/resource_providers': 1,
             '/resource_providers?required=HW_CPU_HYPERTHREADING': 1,
             '/resource_providers/ID/inventories': 5,
             '/resource_providers/ID/allocations': 5,
-            '/allocations/ID': 2}, dict(kinds))
+            '/allocations/ID': 2}, self.placement_requests())
         images = ['/v2.1/images/%s' % servers[0]['image']['id']]
         self.assertEqual(
             ['/v2.1/', '/v2.1/servers/detail?all_tenants=1&limit=1000&'
@@ -809,10 +812,6 @@ class RequestCountTest(_IsolateChecksBase):
             '5 compute nodes report PCPU without the '
             'CUSTOM_PCPU_EXT_REPORTS_PCPU trait: compute1, compute2, '
             'seeded0, seeded1, seeded2. '), checks[LEGACY_HOSTS][1])
-        asked = [path for _method, path, _status in self.proxy.statuses]
-        self.assertEqual(len(asked), len(set(asked)), self.proxy.statuses)
-        kinds = collections.Counter(
-            re.sub('[0-9a-f-]{36}', 'ID', path) for path in asked)
         self.assertEqual({
             '/resource_providers': 1,
             '/resource_providers?required=HW_CPU_HYPERTHREADING': 1,
@@ -821,7 +820,7 @@ class RequestCountTest(_IsolateChecksBase):
             '/allocations/ID': 2,
             '/traits?name=in:CUSTOM_PCPU_EXT_REPORTS_PCPU': 1,
             '/resource_providers?required=CUSTOM_PCPU_EXT_REPORTS_PCPU': 1},
-            dict(kinds))
+            self.placement_requests())
 
     def compute_client(self):
         return clients.Compute(ks_adapter.Adapter(

@@ -15,9 +15,9 @@
     python -m nova_pcpu_ext.tests.perf.bench [--quick] [--db sqlite|mariadb]
                                              [--output-dir DIR]
 
-Prints a table (each ratio with its 95 % interval and sample count),
-writes ``results.json`` and ``latency.png`` to the output directory and
-ends with ``results: <path to the JSON file>``.
+Prints a table (each ratio with its 95 % interval and sample count) and
+the scheduling requirement, writes ``results.json`` and ``latency.png`` to
+the output directory and ends with ``results: <path to the JSON file>``.
 """
 
 import argparse
@@ -104,23 +104,44 @@ def _memory(trees):
     }
 
 
+#: Where ``drop``'s isolate latency is required at or below this ratio
+#: of stock's (see :func:`scheduling.requirement_applies`).
+DROP_ISOLATE_MAX_RATIO = 0.3
+
+
 def _scenarios(raw):
-    """JSON-ready results, in a stable order."""
+    """JSON-ready results, in a stable order.
+
+    Scheduling keys add the legacy share and the fill state to
+    ``(scenario, n, limit)``.
+    """
     order = list(scheduling.MIXES) + ['provider_updates', 'stuck_update',
                                       'memory']
-    return [{'scenario': scenario, 'n': n, 'max_placement_results': limit,
-             'figures': figures}
-            for (scenario, n, limit), figures in sorted(
-                raw.items(), key=lambda item: (
-                    order.index(item[0][0]), item[0][1], item[0][2] or 0))]
+    states = [None] + [state for state, _ in scheduling.FILL_STATES]
+    entries = []
+    for key, figures in sorted(raw.items(), key=lambda item: (
+            order.index(item[0][0]), item[0][1], item[0][2] or 0,
+            item[0][3:4] or (0,), states.index((item[0][4:] or (None,))[0]))):
+        entry = {'scenario': key[0], 'n': key[1],
+                 'max_placement_results': key[2]}
+        if len(key) > 3:
+            entry['legacy_pct'], entry['full'] = key[3:]
+        entry['figures'] = figures
+        entries.append(entry)
+    return entries
 
 
 def _table(scenarios):
+    lines = _scheduling_table(
+        [e for e in scenarios if 'legacy_pct' in e])
+    others = [e for e in scenarios if 'legacy_pct' not in e]
+    if not others:
+        return '\n'.join(lines)
     row = '%-16s %5s %6s %-23s %9s %9s %6s %-13s %5s %9s'
-    lines = [row % ('scenario', 'n', 'limit', 'figure', 'stock',
-                    'extension', 'ratio', '95% interval', 'samp.',
-                    'glob.lock')]
-    for entry in scenarios:
+    lines += ['', row % ('scenario', 'n', 'limit', 'figure', 'stock',
+                         'extension', 'ratio', '95% interval', 'samp.',
+                         'glob.lock')]
+    for entry in others:
         for key, figure in entry['figures'].items():
             interval = figure.get('ratio_ci')
             lines.append(row % (
@@ -134,6 +155,82 @@ def _table(scenarios):
     return '\n'.join(lines)
 
 
+def _scheduling_table(entries):
+    """Stock beside each mode; ratios to stock with their intervals."""
+    if not entries:
+        return []
+    row = ('%-8s %5s %5s %4s %-9s %-29s %9s %9s %9s %9s %-15s %-15s %-15s '
+           '%5s')
+    lines = [row % (('scenario', 'n', 'limit', 'leg%', 'full', 'figure') +
+                    scheduling.VARIANTS +
+                    tuple('%s/stock' % mode for mode in scheduling.MODES) +
+                    ('samp.',))]
+    for entry in entries:
+        for key, figure in entry['figures'].items():
+            ratios = []
+            for mode in scheduling.MODES:
+                ratio = figure.get('ratio', {}).get(mode)
+                interval = figure.get('ratio_ci', {}).get(mode)
+                ratios.append(_fmt(ratio) + (
+                    ' %.2f-%.2f' % tuple(interval) if interval else ''))
+            lines.append(row % ((
+                entry['scenario'], entry['n'],
+                entry['max_placement_results'] or '-', entry['legacy_pct'],
+                entry['full'] or '-', key) + tuple(
+                    _fmt(figure.get(variant))
+                    for variant in scheduling.VARIANTS) + tuple(ratios) +
+                (figure.get('samples', '-'),)))
+    return lines
+
+
+def _requirements(scenarios):
+    """``drop``'s isolate latency against stock's, and ``legacy_only``'s.
+
+    The requirement only where it is derived; ``legacy_only``'s figure is
+    informational.
+    """
+    results = []
+    for entry in scenarios:
+        if (entry['scenario'] != 'isolate' or 'legacy_pct' not in entry or
+                entry['full'] or entry['max_placement_results'] !=
+                scheduling.NOVA_RESULTS_LIMIT):
+            continue
+        latency = entry['figures']['latency_median_ms']
+        ratio = latency.get('ratio', {})
+        interval = latency.get('ratio_ci', {})
+        applies = scheduling.requirement_applies(entry['n'],
+                                                 entry['legacy_pct'])
+        results.append({
+            'requirement': 'drop isolate latency median <= %sx stock' % (
+                DROP_ISOLATE_MAX_RATIO),
+            'n': entry['n'], 'legacy_pct': entry['legacy_pct'],
+            'applies': applies,
+            'ratio': ratio.get('drop'), 'ratio_ci': interval.get('drop'),
+            'met': (ratio.get('drop') is not None and
+                    ratio['drop'] <= DROP_ISOLATE_MAX_RATIO)
+            if applies else None,
+            'legacy_only_ratio': ratio.get('legacy_only'),
+            'legacy_only_ratio_ci': interval.get('legacy_only')})
+    return results
+
+
+def _requirement_lines(requirements):
+    lines = []
+    for r in requirements:
+        verdict = ('met' if r['met'] else 'NOT met') if r['applies'] else (
+            'informational, not derived for this cloud')
+        lines.append(
+            '%s, %d hosts, %d%% legacy: %s (drop %s%s; legacy_only %s%s, '
+            'informational)' % (
+                r['requirement'], r['n'], r['legacy_pct'], verdict,
+                _fmt(r['ratio']),
+                ' %.2f-%.2f' % tuple(r['ratio_ci']) if r['ratio_ci'] else '',
+                _fmt(r['legacy_only_ratio']),
+                ' %.2f-%.2f' % tuple(r['legacy_only_ratio_ci'])
+                if r['legacy_only_ratio_ci'] else ''))
+    return lines
+
+
 def _fmt(value):
     return '-' if value is None else '%.3g' % value
 
@@ -145,23 +242,28 @@ def _plot(scenarios, path):
         from matplotlib import pyplot
     except ImportError:
         return None
-    figure, axis = pyplot.subplots(figsize=(7, 4.5))
-    for mix in scheduling.MIXES:
-        points = sorted(
-            (e['n'], e['figures']['latency_median_ms']) for e in scenarios
-            if e['scenario'] == mix and
-            e['max_placement_results'] == scheduling.NOVA_RESULTS_LIMIT)
-        if not points:
-            continue
-        hosts = [n for n, _ in points]
-        for variant, style in (('stock', '--'), ('extension', '-')):
-            axis.plot(hosts, [f[variant] for _, f in points], style,
-                      marker='o', label='%s, %s' % (mix, variant))
-    axis.set_xscale('log')
-    axis.set_xlabel('compute nodes')
-    axis.set_ylabel('select_destinations median latency (ms)')
-    axis.legend(fontsize='small')
-    axis.grid(True, alpha=0.3)
+    entries = [e for e in scenarios if 'legacy_pct' in e and
+               not e['full'] and e['max_placement_results'] ==
+               scheduling.NOVA_RESULTS_LIMIT]
+    if not entries:
+        return None
+    figure, axes = pyplot.subplots(1, len(scheduling.MIXES), sharey=True,
+                                   figsize=(12, 4.5))
+    for axis, mix in zip(axes, scheduling.MIXES):
+        for n in sorted({e['n'] for e in entries}):
+            points = sorted(
+                (e['legacy_pct'], e['figures']['latency_median_ms'])
+                for e in entries if e['scenario'] == mix and e['n'] == n)
+            for variant in scheduling.VARIANTS:
+                axis.plot([pct for pct, _ in points],
+                          [f[variant] for _, f in points],
+                          '--' if variant == 'stock' else '-', marker='o',
+                          label='%s, %d hosts' % (variant, n))
+        axis.set_title(mix)
+        axis.set_xlabel('legacy hosts (%)')
+        axis.grid(True, alpha=0.3)
+    axes[0].set_ylabel('select_destinations median latency (ms)')
+    axes[0].legend(fontsize='small')
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     return path
@@ -181,6 +283,13 @@ def main(argv=None):
     parser.add_argument('--hosts', type=int, nargs='*',
                         help='compute node counts for scheduling, instead '
                         'of the defaults')
+    parser.add_argument('--legacy', type=int, nargs='+',
+                        default=list(scheduling.LEGACY_SHARES),
+                        metavar='PERCENT',
+                        help='legacy hosts in the scheduling clouds, per '
+                        'cent of the hosts, one cloud each (default: '
+                        '%(default)s); isolate runs again with hosts full '
+                        'in the cloud with the most')
     parser.add_argument('--nodes', type=int, nargs='*',
                         help='nodes per compute for provider updates, '
                         'instead of the defaults')
@@ -211,11 +320,16 @@ def main(argv=None):
     raw, ok, started = {}, True, time.monotonic()
     with _database_server(args.db) as database_server:
         for hosts in sizes['hosts']:
-            _progress('scheduling, %d hosts' % hosts, started)
-            ok &= base.run(
-                scheduling.SchedulingBench, hosts=hosts,
-                iterations=args.iterations or _iterations(hosts, args.quick),
-                database_server=database_server, results=raw)
+            for legacy_pct in args.legacy:
+                _progress('scheduling, %d hosts, %d%% legacy'
+                          % (hosts, legacy_pct), started)
+                ok &= base.run(
+                    scheduling.SchedulingBench, hosts=hosts,
+                    legacy_pct=legacy_pct,
+                    fill=legacy_pct == max(args.legacy) and legacy_pct > 0,
+                    iterations=(args.iterations or
+                                _iterations(hosts, args.quick)),
+                    database_server=database_server, results=raw)
         for nodes in sizes['nodes']:
             _progress('provider updates, %d nodes per compute' % nodes,
                       started)
@@ -248,12 +362,15 @@ def main(argv=None):
         'peak_rss_mib': resource.getrusage(
             resource.RUSAGE_SELF).ru_maxrss / 1024,
         'scenarios': scenarios,
+        'requirements': _requirements(scenarios),
     }
     path = os.path.abspath(os.path.join(args.output_dir, 'results.json'))
     with open(path, 'w') as f:
         json.dump(output, f, indent=2)
     _progress('done', started)
     print(_table(scenarios))
+    for line in _requirement_lines(output['requirements']):
+        print(line)
     plot = _plot(scenarios, os.path.join(args.output_dir, 'latency.png'))
     if plot:
         print('plot: %s' % os.path.abspath(plot))

@@ -11,13 +11,19 @@
 # under the License.
 
 """Scheduling cost: ``SchedulerManager.select_destinations``, stock Nova
-and Nova with the request filter, interleaved on the same data.
+beside Nova with the request filter in each ``[pcpu_ext]
+isolate_fallback_mode``, interleaved on the same data.
 
 Placement is a real server on loopback seeded with N compute node
-providers; Nova's cell database holds the matching ComputeNode records
-(NUMA topology included), so the real host manager, filters (with
-NUMATopologyFilter) and weighers run. With more hosts than Nova's default
-``[scheduler] max_placement_results``, each mix runs capped and uncapped.
+providers, new-style hosts (``PCPU`` and ``VCPU``, with the trait the
+``pcpu_trait`` mixin reports) and legacy ones (``VCPU`` only), each with and
+without hyperthreads; Nova's cell database holds the matching ComputeNode
+records (NUMA topology included), so the real host manager, filters (with
+NUMATopologyFilter and its late NUMA check) and weighers run. With more
+hosts than Nova's default ``[scheduler] max_placement_results``, each mix
+runs capped and uncapped. In the cloud with the most legacy hosts,
+``isolate`` runs again once the new-style hosts without hyperthreads are
+full, and once every host without hyperthreads is.
 """
 
 import nova.tests.functional  # noqa: F401  isort:skip
@@ -38,6 +44,7 @@ import oslo_messaging as messaging
 import requests
 
 from nova_pcpu_ext import activation
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import scheduler
 from nova_pcpu_ext.tests.perf import base
 from nova_pcpu_ext.tests.perf import stats
@@ -58,31 +65,65 @@ CPUS = 16
 MEMORY_MB = 65536
 DISK_GB = 1000
 
-#: Host kinds, in the proportions of the mix: (name, share).
-HOST_KINDS = (('new_ht', 0.4), ('new_no_ht', 0.2), ('legacy', 0.4))
+#: The variants, stock first: stock Nova, then Nova with the request
+#: filter in each ``[pcpu_ext] isolate_fallback_mode``.
+VARIANTS = ('stock', 'drop', 'legacy_only', 'forbid_trait')
+MODES = VARIANTS[1:]
+
+#: Legacy hosts' share of the cloud, per cent, by default.
+LEGACY_SHARES = (0, 10, 50)
+
+#: New-style hosts without hyperthreads among the new-style hosts (20 of
+#: 60 in the original mix); the others have hyperthreads.
+NEW_NO_HT_SHARE = 1 / 3
+
+#: What is full in the fill states, cumulative: (state, kinds filled).
+FILL_STATES = (('new_no_ht', ('new_no_ht',)),
+               ('no_ht', ('new_no_ht', 'legacy_no_ht')))
+
+NEW_STYLE = ('new_ht', 'new_no_ht')
+HYPERTHREADED = ('new_ht', 'legacy_ht')
 
 
-def _host_kind(index, total):
-    position = index / total
-    bound = 0.0
-    for kind, share in HOST_KINDS:
-        bound += share
-        if position < bound:
-            return kind
-    return HOST_KINDS[-1][0]
+def host_kinds(hosts, legacy_pct):
+    """The kind of each host, in order.
+
+    Legacy hosts half with hyperthreads, half without; new-style ones a
+    third without, the rest with.
+    """
+    legacy = round(hosts * legacy_pct / 100)
+    legacy_ht = (legacy + 1) // 2
+    new_no_ht = round((hosts - legacy) * NEW_NO_HT_SHARE)
+    counts = (('new_ht', hosts - legacy - new_no_ht),
+              ('new_no_ht', new_no_ht), ('legacy_ht', legacy_ht),
+              ('legacy_no_ht', legacy - legacy_ht))
+    return [kind for kind, count in counts for _ in range(count)]
 
 
-def _numa_topology(kind):
+def requirement_applies(hosts, legacy_pct):
+    """Whether ``drop``'s isolate latency requirement is derived here.
+
+    ``drop`` sends only the new-style hosts without hyperthreads through
+    the filters, stock every host; Nova's cost per host dominates from
+    1,000 hosts up. The 0.3x bound leaves room for the fixed cost only
+    where those hosts are at most a fifth of the cloud.
+    """
+    kinds = host_kinds(hosts, legacy_pct)
+    return hosts >= 1000 and kinds.count('new_no_ht') <= 0.2 * hosts
+
+
+def _numa_topology(kind, full=False):
     cpus = set(range(CPUS))
-    threads = 1 if kind == 'new_no_ht' else 2
+    threads = 2 if kind in HYPERTHREADED else 1
     siblings = [set(range(i, i + threads)) for i in range(0, CPUS, threads)]
-    if kind == 'legacy':
-        cpuset = pcpuset = cpus
-    else:
+    if kind in NEW_STYLE:
         pcpuset, cpuset = set(range(CPUS // 2)), set(range(CPUS // 2, CPUS))
+    else:
+        cpuset = pcpuset = cpus
     return objects.NUMATopology(cells=[objects.NUMACell(
         id=0, cpuset=cpuset, pcpuset=pcpuset, memory=MEMORY_MB,
-        cpu_usage=0, memory_usage=0, pinned_cpus=set(),
+        cpu_usage=0, memory_usage=0,
+        pinned_cpus=set(pcpuset) if full else set(),
         siblings=siblings, socket=0,
         mempages=[objects.NUMAPagesTopology(
             size_kb=4, total=MEMORY_MB * 256, used=0, reserved=0)],
@@ -95,12 +136,19 @@ def _inventory(kind):
         'MEMORY_MB': {'total': MEMORY_MB, 'allocation_ratio': 1.0},
         'DISK_GB': {'total': DISK_GB, 'allocation_ratio': 1.0},
     }
-    if kind == 'legacy':
-        inventory['VCPU'] = {'total': CPUS, 'allocation_ratio': 1.0}
-    else:
+    if kind in NEW_STYLE:
         inventory['PCPU'] = {'total': CPUS // 2, 'allocation_ratio': 1.0}
         inventory['VCPU'] = {'total': CPUS // 2, 'allocation_ratio': 4.0}
+    else:
+        inventory['VCPU'] = {'total': CPUS, 'allocation_ratio': 1.0}
     return inventory
+
+
+def _dedicated(kind):
+    """The CPU inventory a host's pinned instances take, all of it."""
+    if kind in NEW_STYLE:
+        return {'PCPU': CPUS // 2}
+    return {'VCPU': CPUS}
 
 
 class Placement(object):
@@ -125,11 +173,24 @@ class Placement(object):
         rp = self.call('PUT', '/resource_providers/%s/inventories' % rp_uuid,
                        json={'resource_provider_generation': rp['generation'],
                              'inventories': _inventory(kind)})
-        traits = ['COMPUTE_NODE', 'OWNER_NOVA'] + (
-            [] if kind == 'new_no_ht' else ['HW_CPU_HYPERTHREADING'])
+        traits = ['COMPUTE_NODE', 'OWNER_NOVA']
+        if kind in HYPERTHREADED:
+            traits.append('HW_CPU_HYPERTHREADING')
+        if kind in NEW_STYLE:
+            # What the pcpu_trait mixin reports on hosts with PCPU.
+            traits.append(pcpu_trait.TRAIT)
         self.call('PUT', '/resource_providers/%s/traits' % rp_uuid,
                   json={'resource_provider_generation':
                         rp['resource_provider_generation'], 'traits': traits})
+
+    def create_trait(self, name):
+        self.call('PUT', '/traits/%s' % name)
+
+    def allocate(self, consumer, rp_uuid, resources):
+        self.call('PUT', '/allocations/%s' % consumer, json={
+            'allocations': {rp_uuid: {'resources': resources}},
+            'project_id': 'bench', 'user_id': 'bench',
+            'consumer_generation': None, 'consumer_type': 'INSTANCE'})
 
     def delete_allocations(self, consumer):
         response = self.session.delete(
@@ -139,7 +200,12 @@ class Placement(object):
 
 
 class Spies(fixtures.Fixture):
-    """Counts placement queries, candidates and hosts filtered per call."""
+    """Counts placement queries, candidates and hosts filtered per call.
+
+    And the candidates of the VCPU fallback query (a request's second)
+    whose host reports ``PCPU``: new-style hosts. From placement 1.27 the
+    provider summaries carry every resource class of each provider.
+    """
 
     def _setUp(self):
         self.reset()
@@ -149,7 +215,13 @@ class Spies(fixtures.Fixture):
         def get_allocation_candidates(client, context, resources):
             result = candidates(client, context, resources)
             self.queries += 1
-            self.candidates += len(result[0]) if result[0] else 0
+            requests, summaries = result[0] or [], result[1] or {}
+            self.candidates += len(requests)
+            if self.queries > 1:
+                self.fallback_new_style += sum(
+                    1 for request in requests
+                    if any('PCPU' in summaries[rp]['resources']
+                           for rp in request['allocations']))
             return result
 
         def get_filtered_hosts(manager, hosts, spec_obj, index=0):
@@ -166,12 +238,19 @@ class Spies(fixtures.Fixture):
 
     def reset(self):
         self.queries = self.candidates = self.hosts_filtered = 0
+        self.fallback_new_style = 0
 
 
 class SchedulingBench(base.BenchCase):
-    """One benchmark run for ``hosts`` compute nodes."""
+    """One benchmark run: a cloud of ``hosts`` compute nodes.
+
+    ``legacy_pct`` per cent of them legacy; with ``fill``, ``isolate``
+    runs again in each of :data:`FILL_STATES`.
+    """
 
     hosts = 100
+    legacy_pct = 50
+    fill = False
     iterations = 20
 
     def setUp(self):
@@ -179,17 +258,23 @@ class SchedulingBench(base.BenchCase):
         self.flags(group='filter_scheduler', enabled_filters=[
             'ComputeFilter', 'ImagePropertiesFilter', 'NUMATopologyFilter'],
             host_subset_size=1)
+        # No compute sends heartbeats here: without this, ComputeFilter
+        # finds every service down a minute after seeding and every
+        # request ends in NoValidHost.
+        self.flags(service_down_time=7 * 24 * 3600)
         self.placement = Placement(self.placement_server.endpoint)
         self.ctxt = nova_context.get_admin_context()
         self.addCleanup(activation.deactivate)
+        self.kinds = host_kinds(self.hosts, self.legacy_pct)
+        self.uuids = [str(uuid.uuid4()) for _ in self.kinds]
+        self.full = set()
 
     def seed(self):
+        self.placement.create_trait(pcpu_trait.TRAIT)
         cell = self.cell_mappings['cell1']
         with nova_context.target_cell(self.ctxt, cell) as cctxt:
-            for i in range(self.hosts):
-                kind = _host_kind(i, self.hosts)
+            for i, (kind, rp_uuid) in enumerate(zip(self.kinds, self.uuids)):
                 host = 'host-%05d' % i
-                rp_uuid = str(uuid.uuid4())
                 self.placement.create_compute(rp_uuid, host, kind)
                 service = objects.Service(cctxt, host=host,
                                           binary='nova-compute',
@@ -210,6 +295,24 @@ class SchedulingBench(base.BenchCase):
                     disk_allocation_ratio=1.0, stats={},
                     supported_hv_specs=[]).create()
 
+    def fill_hosts(self, kinds):
+        """Every host of these kinds full of pinned instances.
+
+        Its dedicated CPUs allocated in placement and pinned in its NUMA
+        topology, as a compute reports them. Already full ones are left.
+        """
+        cell = self.cell_mappings['cell1']
+        with nova_context.target_cell(self.ctxt, cell) as cctxt:
+            for kind, rp_uuid in zip(self.kinds, self.uuids):
+                if kind not in kinds or rp_uuid in self.full:
+                    continue
+                self.placement.allocate(str(uuid.uuid4()), rp_uuid,
+                                        _dedicated(kind))
+                node = objects.ComputeNode.get_by_uuid(cctxt, rp_uuid)
+                node.numa_topology = _numa_topology(kind, full=True)._to_json()
+                node.save()
+                self.full.add(rp_uuid)
+
     def request_spec(self, extra_specs):
         flavor = objects.Flavor(
             id=1, flavorid='bench', name='bench', vcpus=2, memory_mb=2048,
@@ -226,8 +329,14 @@ class SchedulingBench(base.BenchCase):
         return spec, instance_uuid
 
     def select(self, scheduler_manager, spies, extra_specs, traced=False):
+        """One request and what it took.
+
+        (latency, queries, candidates, hosts filtered, new-style fallback
+        candidates, refused, peak traced memory)
+        """
         spec, instance_uuid = self.request_spec(extra_specs)
         spies.reset()
+        refused = False
         if traced:
             tracemalloc.start()
         started = time.perf_counter()
@@ -239,14 +348,15 @@ class SchedulingBench(base.BenchCase):
             # NoValidHost is an outcome, too.
             if not isinstance(error.exc_info[1], exception.NoValidHost):
                 raise
+            refused = True
         elapsed = time.perf_counter() - started
         peak = None
         if traced:
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
         self.placement.delete_allocations(instance_uuid)
-        return elapsed, spies.queries, spies.candidates, \
-            spies.hosts_filtered, peak
+        return (elapsed, spies.queries, spies.candidates,
+                spies.hosts_filtered, spies.fallback_new_style, refused, peak)
 
     def test_scheduling(self):
         self.seed()
@@ -258,37 +368,47 @@ class SchedulingBench(base.BenchCase):
         for i in range(self.hosts):
             scheduler_manager.host_manager._instance_info['host-%05d' % i] = {
                 'instances': {}, 'updated': True}
-        for limit in limits(self.hosts):
-            self.flags(max_placement_results=limit, group='scheduler')
-            for mix, extra_specs in MIXES.items():
-                self.results[(mix, self.hosts, limit)] = self.compare(
-                    scheduler_manager, spies, extra_specs)
+        runs = [(None, mix) for mix in MIXES]
+        if self.fill:
+            runs += [(state, 'isolate') for state, _ in FILL_STATES]
+        for state, mix in runs:
+            if state is not None:
+                self.fill_hosts(dict(FILL_STATES)[state])
+            for limit in limits(self.hosts):
+                self.flags(max_placement_results=limit, group='scheduler')
+                figures = self.compare(scheduler_manager, spies, MIXES[mix])
+                self.results[(mix, self.hosts, limit, self.legacy_pct,
+                              state)] = figures
+                if state is None:
+                    # Every host has room: a refusal is a broken setup.
+                    self.assertEqual(0, figures['no_valid_host']['stock'],
+                                     (mix, limit))
 
     def compare(self, scheduler_manager, spies, extra_specs):
-        """Figures of one request mix, stock and extension interleaved."""
-        variants = ('stock', 'extension')
-        samples = {variant: [] for variant in variants}
-        # Warm up both paths (DB caches, HTTP connections).
-        for variant in variants:
+        """Figures of one request mix, every variant interleaved."""
+        samples = {variant: [] for variant in VARIANTS}
+        # Warm up every path (DB caches, HTTP connections).
+        for variant in VARIANTS:
             self._toggle(variant)
             self.select(scheduler_manager, spies, extra_specs)
         for i in range(self.iterations):
-            # Alternate which variant goes first.
-            for variant in variants[::1 if i % 2 else -1]:
+            # Alternate the order: each variant's mean position is the same.
+            for variant in VARIANTS[::1 if i % 2 else -1]:
                 self._toggle(variant)
                 samples[variant].append(self.select(
                     scheduler_manager, spies, extra_specs))
         # Memory apart: tracing slows the calls it measures.
         peaks = {}
-        for variant in variants:
+        for variant in VARIANTS:
             self._toggle(variant)
             peaks[variant] = self.select(
-                scheduler_manager, spies, extra_specs, traced=True)[4] / 1024
+                scheduler_manager, spies, extra_specs, traced=True)[6] / 1024
         return _figures(samples, peaks)
 
     def _toggle(self, variant):
         activation.deactivate()
-        if variant == 'extension':
+        if variant != 'stock':
+            self.flags(isolate_fallback_mode=variant, group='pcpu_ext')
             scheduler.activate_plugins()
 
 
@@ -302,20 +422,55 @@ def limits(hosts):
         (hosts,) if hosts > NOVA_RESULTS_LIMIT else ())
 
 
+def _per_mode(values, figure_of):
+    """One figure of every variant from stock-and-extension figures.
+
+    ``figure_of({'stock': ..., 'extension': ...})`` is a figure of the
+    stats helpers; the result holds each variant's value, ``ratio`` and
+    ``ratio_ci`` by mode (where there are), and ``samples``.
+    """
+    figure = {'stock': None}
+    for mode in MODES:
+        pair = figure_of({'stock': values['stock'],
+                          'extension': values[mode]})
+        figure['stock'] = pair['stock']
+        figure[mode] = pair['extension']
+        for key in ('ratio', 'ratio_ci'):
+            if key in pair:
+                figure.setdefault(key, {})[mode] = pair[key]
+        if 'samples' in pair:
+            figure['samples'] = pair['samples']
+    return figure
+
+
 def _figures(samples, peaks):
     latency = {variant: [sample[0] for sample in values]
                for variant, values in samples.items()}
 
     def averaged(index):
-        return stats.single({
+        return _per_mode({
             variant: stats.mean([sample[index] for sample in values])
-            for variant, values in samples.items()})
+            for variant, values in samples.items()}, stats.single)
 
+    refused = {variant: [sample[5] for sample in values]
+               for variant, values in samples.items()}
     return {
-        'latency_median_ms': stats.compare(latency, stats.median, 1000),
-        'latency_p95_ms': stats.compare(latency, stats.p95, 1000),
+        'latency_median_ms': _per_mode(
+            latency, lambda pair: stats.compare(pair, stats.median, 1000)),
+        'latency_p95_ms': _per_mode(
+            latency, lambda pair: stats.compare(pair, stats.p95, 1000)),
         'placement_queries': averaged(1),
         'allocation_candidates': averaged(2),
         'hosts_filtered': averaged(3),
-        'peak_traced_kib': stats.single(peaks),
+        'fallback_new_style_candidates': averaged(4),
+        'peak_traced_kib': _per_mode(peaks, stats.single),
+        # NoValidHost, out of the samples; and the mode's own: in a round
+        # (one request of each variant, same cloud) where stock placed.
+        'no_valid_host': {variant: sum(values)
+                          for variant, values in refused.items()},
+        'refused_where_stock_placed': {
+            mode: sum(1 for own, stock in zip(refused[mode],
+                                              refused['stock'])
+                      if own and not stock)
+            for mode in MODES},
     }

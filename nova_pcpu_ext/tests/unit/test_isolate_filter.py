@@ -115,8 +115,12 @@ class DecisionTest(base.TestCase):
         self.assertEqual(forbids, HT in fallback.get_request_group(
             None).forbidden_traits)
 
-    def test_forbid_trait_leaves_request_spec_alone(self):
-        self.flags(isolate_fallback_mode='forbid_trait')
+    @ddt.data(('forbid_trait', 'required=%21' + HT),
+              ('legacy_only', 'root_required=%21CUSTOM_OTHER%2C%21' +
+               pcpu_trait.TRAIT))
+    @ddt.unpack
+    def test_request_spec_left_alone(self, mode, forbidden):
+        self.flags(isolate_fallback_mode=mode)
         spec = request_spec('dedicated', 'isolate')
         spec.request_level_params = objects.RequestLevelParams(
             root_forbidden={'CUSTOM_OTHER'})
@@ -126,9 +130,11 @@ class DecisionTest(base.TestCase):
 
         self.assertEqual({'CUSTOM_OTHER'},
                          spec.request_level_params.root_forbidden)
-        self.assertIn('required=%21' + HT, fallback.to_querystring())
+        self.assertIn(forbidden, fallback.to_querystring())
         self.assertIn('root_required=%21CUSTOM_OTHER',
                       fallback.to_querystring())
+        self.assertNotIn(pcpu_trait.TRAIT,
+                         self.primary(spec).to_querystring())
 
     @ddt.data(*COMBINATIONS)
     @ddt.unpack
@@ -144,21 +150,6 @@ class DecisionTest(base.TestCase):
         # Only the host's trait is added: hyperthreads stay allowed.
         self.assertEqual(stock + '&root_required=%21' + pcpu_trait.TRAIT,
                          query)
-
-    def test_legacy_only_leaves_request_spec_alone(self):
-        self.flags(isolate_fallback_mode='legacy_only')
-        spec = request_spec('dedicated', 'isolate')
-        spec.request_level_params = objects.RequestLevelParams(
-            root_forbidden={'CUSTOM_OTHER'})
-
-        fallback = self.filter.fallback_request(None, spec,
-                                                self.fallback(spec))
-
-        self.assertEqual({'CUSTOM_OTHER'},
-                         spec.request_level_params.root_forbidden)
-        self.assertIn('root_required=%21CUSTOM_OTHER%2C%21' +
-                      pcpu_trait.TRAIT, fallback.to_querystring())
-        self.assertNotIn(pcpu_trait.TRAIT, self.primary(spec).to_querystring())
 
     def test_forbid_trait_is_deprecated(self):
         self.flags(isolate_fallback_mode='forbid_trait')
