@@ -110,11 +110,6 @@ def snapshots_whole_cache():
         _RT_UPDATE, tree, (_WHOLE_CACHE_SNAPSHOT, _SUBTREE_SNAPSHOT))
 
 
-def _whole_cache():
-    """Whether the resource tracker's update snapshots the whole cache."""
-    return snapshots_whole_cache()
-
-
 def _left(deadline):
     """Seconds left until ``deadline`` (a monotonic time), or None."""
     if deadline is None:
@@ -363,14 +358,14 @@ def _may_add_tree(client):
     (or, added before the snapshot, writes back the traits it read over a
     change made since): only the holder of the cache lock adds trees.
     """
-    return (not _whole_cache() or
+    return (not snapshots_whole_cache() or
             WHOLE_CACHE in client.provider_locks.held())
 
 
 @contextlib.contextmanager
 def _update_locks(client, rp_uuid, operation):
     """Hold what the resource tracker's update of one node snapshots."""
-    if not _whole_cache():
+    if not snapshots_whole_cache():
         with client.provider_lock(rp_uuid, operation):
             yield
         return
@@ -673,7 +668,8 @@ class SerializedReportClientMixin(plugins.ReportClientMixin):
 
         :param held: the locks the thread held before asking for the tree.
         """
-        if not _whole_cache() or self._provider_tree.exists(root_uuid):
+        if (not snapshots_whole_cache() or
+                self._provider_tree.exists(root_uuid)):
             return False
         return not held or WHOLE_CACHE in held
 

@@ -653,7 +653,7 @@ class SnapshotModeTest(_RaceTestBase):
         self.join(periodic)
         self.assertEqual(
             'resource tracker update of compute1'
-            if serialized_client._whole_cache() else None, holder)
+            if serialized_client.snapshots_whole_cache() else None, holder)
         self.assertPeriodicSucceeded()
 
 
@@ -755,7 +755,7 @@ class UncachedNodeDuringUpdateTest(_MultiNodeTestBase):
         self.assertIn(DISABLED, self.traits(node2))
         # NOTE: Nova 2026.2 snapshots the updated node's tree alone: the
         # status update of another node need not wait.
-        self.assertEqual(serialized_client._whole_cache(),
+        self.assertEqual(serialized_client.snapshots_whole_cache(),
                          status_waited)
 
     def test_uncached_node_loaded_before_the_snapshot_keeps_its_trait(self):
@@ -793,7 +793,7 @@ class UncachedNodeDuringUpdateTest(_MultiNodeTestBase):
         self.assertIn(DISABLED, self.traits(node2))
         self.assertEqual(200, self.placement.get(
             '/resource_providers/%s' % node2).status, 'provider deleted')
-        self.assertEqual(not serialized_client._whole_cache(),
+        self.assertEqual(not serialized_client.snapshots_whole_cache(),
                          loaded_during_update)
 
 
@@ -836,7 +836,7 @@ class StatusChangeBehindStuckUpdateTest(_MultiNodeTestBase):
         self.assertLess(took, self.LOCK_TIMEOUT + 4)
         log = self.stdlog.logger.output
         self.assertEqual(1, log.count('goes ahead without the lock'))
-        if serialized_client._whole_cache():
+        if serialized_client.snapshots_whole_cache():
             self.assertIn('The same compute status change updated the '
                           'trait of %d more provider(s) at once without the '
                           'lock' % (len(self.NODES) - 1), log)

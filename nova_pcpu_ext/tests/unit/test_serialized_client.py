@@ -532,7 +532,7 @@ class WholeCacheTest(SerializedClientTest):
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.MockPatch(
-            'nova_pcpu_ext.serialized_client._whole_cache',
+            'nova_pcpu_ext.serialized_client.snapshots_whole_cache',
             return_value=True))
 
     def test_lock_of_an_uncached_tree_comes_with_the_cache(self):
@@ -646,18 +646,18 @@ class SnapshotModeTest(base.TestCase):
     def test_whole_cache_though_the_client_has_the_subtree_method(self):
         self.update_calls('get_provider_tree_and_ensure_root')
         compute.activate_plugins()
-        self.assertTrue(serialized_client._whole_cache())
+        self.assertTrue(serialized_client.snapshots_whole_cache())
 
     def test_subtree(self):
         self.update_calls('get_provider_subtree_and_ensure_root')
         compute.activate_plugins()
-        self.assertFalse(serialized_client._whole_cache())
+        self.assertFalse(serialized_client.snapshots_whole_cache())
 
     def test_both_calls_hold_the_whole_cache(self):
         self.update_calls('get_provider_subtree_and_ensure_root',
                           'get_provider_tree_and_ensure_root')
         compute.activate_plugins()
-        self.assertTrue(serialized_client._whole_cache())
+        self.assertTrue(serialized_client.snapshots_whole_cache())
 
     def test_neither_call_stops_the_service(self):
         self.update_calls('get_provider_tree')
@@ -674,7 +674,7 @@ class SnapshotModeTest(base.TestCase):
         self.useFixture(fixtures.MockPatch(
             'nova_pcpu_ext.compat.source_tree', return_value=None))
         compute.activate_plugins()
-        self.assertTrue(serialized_client._whole_cache())
+        self.assertTrue(serialized_client.snapshots_whole_cache())
         self.assertIn('holds the whole provider cache in every resource '
                       'tracker update', self.logger.output)
 
@@ -682,7 +682,7 @@ class SnapshotModeTest(base.TestCase):
         from nova import version
         compute.activate_plugins()
         major = int(version.version_string().split('.')[0])
-        self.assertEqual(major < 34, serialized_client._whole_cache())
+        self.assertEqual(major < 34, serialized_client.snapshots_whole_cache())
 
 
 class OsloFairLockTest(base.TestCase):
