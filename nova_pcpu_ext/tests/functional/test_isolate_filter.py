@@ -265,7 +265,7 @@ class TruncatedFallbackTest(testscenarios.WithScenarios, _IsolateTestBase):
         """The host placement answers stock Nova's fallback query with."""
         answer = self.placement.get(
             '/allocation_candidates?limit=1&resources=DISK_GB:20,'
-            'MEMORY_MB:2048,VCPU:1&root_required=OWNER_NOVA,'
+            'MEMORY_MB:2048,VCPU:1&root_required='
             '!COMPUTE_STATUS_DISABLED', version='1.36').body
         return list(answer['provider_summaries'])
 
