@@ -34,9 +34,14 @@ import os_traits
 from nova_pcpu_ext import allocation_ratios
 from nova_pcpu_ext import clients
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import pcpu_trait
 
 FAILURE = 'failure'
 WARNING = 'warning'
+#: The severity of what a check skipped: nothing to do, nothing wrong.
+NOTE = 'note'
+#: The check of a provider deleted while it was read, skipped.
+GONE = 'gone'
 
 #: Attempts to write one provider's inventory against concurrent writers.
 WRITE_ATTEMPTS = 5
@@ -46,6 +51,8 @@ RULED = tuple(rc for rc, _stem, _default in allocation_ratios.RATIOS)
 STEMS = {rc: stem for rc, stem, _default in allocation_ratios.RATIOS}
 
 HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
+#: A server's compute node, as the Compute API shows it.
+NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
 
 
 @dataclasses.dataclass
@@ -135,7 +142,8 @@ def audit_inventories(placement, ratios, fix=False, targets=None,
     """Findings for providers' allocation ratios, repaired if ``fix``.
 
     Every inventory is read in parallel; those to repair are written one
-    provider at a time.
+    provider at a time. A provider deleted meanwhile is a :func:`gone`
+    note, and the others are audited and repaired.
 
     :param ratios: ``{resource class: ratio}`` to write, see
         :func:`fix_ratios`.
@@ -148,9 +156,10 @@ def audit_inventories(placement, ratios, fix=False, targets=None,
         targets, progress, 'reading inventories')
     findings = []
     for provider, on_provider in zip(targets, found):
+        to_fix = fix and any(f.check != GONE for f in on_provider)
         try:
             findings += (_audit_provider(placement, provider, ratios, True)
-                         if fix and on_provider else on_provider)
+                         if to_fix else on_provider)
         except exception.ServiceError as error:
             fixed = sum(finding.fixed for finding in findings)
             if not fixed:
@@ -161,7 +170,21 @@ def audit_inventories(placement, ratios, fix=False, targets=None,
     return findings
 
 
+def gone(provider):
+    """The :data:`NOTE` of a provider deleted while it was read, skipped."""
+    return Finding(GONE, NOTE, provider['name'], provider['uuid'],
+                   'deleted during the run', 'none: skipped')
+
+
 def _audit_provider(placement, provider, ratios, fix):
+    """A provider's ratio findings, or its :func:`gone` note."""
+    try:
+        return _audit_ratios(placement, provider, ratios, fix)
+    except exception.ProviderGone:
+        return [gone(provider)]
+
+
+def _audit_ratios(placement, provider, ratios, fix):
     found = {}  # {resource class: (ratio, severity)} as first seen bad
     for _attempt in range(WRITE_ATTEMPTS):
         generation, inventories = placement.inventories(provider['uuid'])
@@ -217,20 +240,28 @@ def ratio_changes(placement, conf, progress=_quiet):
     """Findings for usable ratios the ``allocation_ratios`` rule changes.
 
     What a compute with this nova.conf would write, provider by provider:
-    the rule applies to compute node providers, the roots of their trees,
-    and changes a usable ratio only where ``[DEFAULT] *_allocation_ratio``
-    is set to another value (as Nova does). Unusable ratios are
-    :func:`audit_inventories`' findings.
+    the rule applies to compute node providers, the roots of their trees
+    with the ``COMPUTE_NODE`` trait Nova reports on them, and changes a
+    usable ratio only where ``[DEFAULT] *_allocation_ratio`` is set to
+    another value (as Nova does). Unusable ratios are
+    :func:`audit_inventories`' findings; a provider deleted meanwhile is
+    a :func:`gone` note.
     """
     allocation_ratios.validate_ratio_options(conf)
-    roots = [provider for provider in placement.providers()
-             if provider.get('root_provider_uuid', provider['uuid']) ==
-             provider['uuid']]
+    # NOTE: sharing providers and other services' roots (Neutron, Cyborg,
+    # operators' own) carry no COMPUTE_NODE: no compute writes their
+    # ratios.
+    nodes = [provider for provider in
+             placement.providers(required=os_traits.COMPUTE_NODE)
+             if _root(provider) == provider['uuid']]
     held_inventories = read_all(
-        lambda provider: placement.inventories(provider['uuid'])[1], roots,
-        progress, 'reading inventories')
+        lambda provider: _inventories_unless_gone(placement, provider),
+        nodes, progress, 'reading inventories')
     findings = []
-    for provider, inventories in zip(roots, held_inventories):
+    for provider, inventories in zip(nodes, held_inventories):
+        if inventories is None:
+            findings.append(gone(provider))
+            continue
         held = {rc: inventory.get('allocation_ratio', 1.0)
                 for rc, inventory in inventories.items()}
         wanted = allocation_ratios.configured_ratios(conf, held)
@@ -278,6 +309,11 @@ class IsolateServer:
     #: legacy host without hyperthreads (see ``legacy_hosts`` of
     #: :func:`isolate_servers`).
     hyperthreaded: bool = True
+    #: Isolated the legacy way on a host since converted to
+    #: ``cpu_dedicated_set``: Nova's reshape turned its VCPU into PCPU.
+    reshaped: bool = False
+    #: Its thread policy is ``isolate``, not only a forbidden trait.
+    isolate: bool = False
 
     @property
     def host(self):
@@ -287,6 +323,33 @@ class IsolateServer:
     def held(self):
         """``{resource class: amount}`` it holds, on every provider."""
         return clients.summed(self.allocations)
+
+
+@dataclasses.dataclass
+class Elsewhere:
+    """A server holding resources of a scanned host it does not run on.
+
+    Left there by a move: a migration or resize in progress holds the
+    destination until it ends, an evacuation the source until that compute
+    starts again, when Nova removes it. Judged where it runs, never here.
+    """
+
+    server: dict
+    #: The scanned provider it holds resources of.
+    provider: dict
+
+    @property
+    def runs_on(self):
+        """The compute node it runs on, or None."""
+        return self.server[NODE]
+
+    @property
+    def why(self):
+        task = self.server.get('OS-EXT-STS:task_state')
+        if task:
+            return 'a move in progress (task %s)' % task
+        return ('left by a move; an evacuation\'s stays until the compute of '
+                '%s starts again' % self.provider['name'])
 
 
 @dataclasses.dataclass
@@ -302,6 +365,10 @@ class IsolateScan:
     unseen: dict
     #: Names of the legacy hosts without hyperthreads scanned too.
     without_ht: frozenset = frozenset()
+    #: :class:`Elsewhere` of servers that forbid hyperthreads.
+    elsewhere: list = dataclasses.field(default_factory=list)
+    #: Providers deleted while they were scanned.
+    gone: list = dataclasses.field(default_factory=list)
 
 
 def _policy(specs, properties, name):
@@ -384,8 +451,9 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
         targets = [p for p in targets if p['name'] in nodes]
         if not targets:
             providers(placement, compute, host)  # unknown, or no HT there
-    consumers = read_all(lambda provider: placement.allocations(
-        provider['uuid']), targets, progress, 'reading allocations')
+    consumers = read_all(lambda provider: _unless_gone(
+        placement.allocations, provider['uuid']), targets, progress,
+        'reading allocations')
     # ``[(provider, its consumers)]`` of the providers with consumers.
     used = [item for item in zip(targets, consumers) if item[1]]
     wanted = {consumer for _provider, on_provider in used
@@ -407,15 +475,32 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
     listed.update(zip(missing, read_all(compute.server, missing, progress,
                                         'asking for servers not listed')))
     scans = read_all(
-        lambda item: _scan_provider(placement, compute, listed, *item,
-                                    hyperthreaded=item[0]['uuid'] in with_ht),
+        lambda item: _unless_gone(
+            _scan_provider, placement, compute, listed, *item,
+            hyperthreaded=item[0]['uuid'] in with_ht),
         used, progress, 'reading the allocations of servers found')
+    scanned = [(provider, scan) for (provider, _consumers), scan
+               in zip(used, scans) if scan is not None]
     return IsolateScan(
-        [found for on_host, _unseen in scans for found in on_host],
-        {provider['name']: unseen for (provider, _consumers), (_found, unseen)
-         in zip(used, scans) if unseen},
+        [found for _provider, (on_host, _, _) in scanned
+         for found in on_host],
+        {provider['name']: unseen for provider, (_, unseen, _) in scanned
+         if unseen},
         frozenset(provider['name'] for provider in targets
-                  if provider['uuid'] not in with_ht))
+                  if provider['uuid'] not in with_ht),
+        [moved for _provider, (_, _, elsewhere) in scanned
+         for moved in elsewhere],
+        [provider for provider, read in zip(targets, consumers)
+         if read is None] + [provider for (provider, _consumers), scan
+                             in zip(used, scans) if scan is None])
+
+
+def _unless_gone(read, *args, **kwargs):
+    """``read(*args, **kwargs)``, or None if a provider was deleted."""
+    try:
+        return read(*args, **kwargs)
+    except exception.ProviderGone:
+        return None
 
 
 def _node_hosts(compute):
@@ -432,14 +517,15 @@ def _node_hosts(compute):
 
 def _scan_provider(placement, compute, listed, provider, consumers,
                    hyperthreaded=True):
-    """``([IsolateServer], [unseen consumer])`` of one provider.
+    """``([IsolateServer], [unseen consumer], [Elsewhere])`` of a provider.
 
     :param listed: ``{UUID: server or None}`` of every consumer.
     :param hyperthreaded: else a legacy host without hyperthreads, where
         only the ``isolate`` thread policy matters: a forbidden trait is
         met there, as Nova's fallback query carries it.
+    :raises ProviderGone: if the provider was deleted meanwhile.
     """
-    found, unseen = [], []
+    found, unseen, elsewhere = [], [], []
     for consumer in consumers:
         server = listed[consumer]
         if server is None:
@@ -448,11 +534,17 @@ def _scan_provider(placement, compute, listed, provider, consumers,
             unseen.append(consumer)  # its cell is down
             continue
         reason, unsure = isolate_reason(server, compute)
-        if (reason or unsure) and (hyperthreaded or _cpu_policy(
+        if not (reason or unsure) or not (hyperthreaded or _cpu_policy(
                 server, compute, 'cpu_thread_policy') == 'isolate'):
+            continue
+        # NOTE: a provider is named after its compute node; a server
+        # shown without its node (a policy hiding it) is judged here.
+        if server.get(NODE, provider['name']) != provider['name']:
+            elsewhere.append(Elsewhere(server, provider))
+        else:
             found.append((server, reason, unsure))
     if not found:
-        return [], unseen
+        return [], unseen, elsewhere
     _generation, inventories = placement.inventories(provider['uuid'])
     tree = None  # read once, for the first server holding other providers
     isolate_servers = []
@@ -461,16 +553,38 @@ def _scan_provider(placement, compute, listed, provider, consumers,
         if tree is None and set(allocations) - {provider['uuid']}:
             tree = {rp['uuid'] for rp in
                     placement.providers(in_tree=provider['uuid'])}
+        allocations = _of_this_node(allocations, provider, tree or set())
+        isolate = _cpu_policy(server, compute,
+                              'cpu_thread_policy') == 'isolate'
+        # Pinned the legacy way: the host reports no PCPU, or Nova's
+        # reshape moved the server's VCPU to PCPU when the host was
+        # converted (the PCPU query of an isolate server forbids
+        # hyperthreads, so nothing else holds PCPU of such a host).
+        reshaped = isolate and orc.PCPU in allocations[provider['uuid']]
         isolate_servers.append(IsolateServer(
             server, provider, reason, allocations,
-            legacy=(orc.PCPU not in inventories and _cpu_policy(
-                server, compute, 'cpu_thread_policy') == 'isolate'),
+            legacy=isolate and (orc.PCPU not in inventories or reshaped),
             dedicated=_cpu_policy(server, compute,
                                   'cpu_policy') == 'dedicated',
             unsure=unsure, nested=frozenset(
                 (set(allocations) - {provider['uuid']}) & (tree or set())),
-            hyperthreaded=hyperthreaded))
-    return isolate_servers, unseen
+            hyperthreaded=hyperthreaded, reshaped=reshaped,
+            isolate=isolate))
+    return isolate_servers, unseen, elsewhere
+
+
+def _of_this_node(allocations, provider, tree):
+    """The allocations of a server running on ``provider``'s node.
+
+    Without those of another compute node (with CPUs) and its tree: an
+    evacuated server holds its source's until that compute starts again.
+    Sharing providers' stay.
+    """
+    other_nodes = {rp for rp, resources in allocations.items()
+                   if rp != provider['uuid'] and rp not in tree and
+                   set(resources) & set(clients.NODE_CLASSES)}
+    return {rp: resources for rp, resources in allocations.items()
+            if rp not in other_nodes}
 
 
 def _cpu_policy(server, compute, name):
@@ -479,41 +593,61 @@ def _cpu_policy(server, compute, name):
     return _policy(server['flavor']['extra_specs'], properties, name)
 
 
-def destination_requests(found, forbid_trait=False):
-    """The request groups of a move of ``found``, one list per query.
+#: Traits of the compute node of every eligible destination: no
+#: hyperthreads, not disabled.
+DESTINATION_TRAITS = ('!' + HYPERTHREADING,
+                      '!' + os_traits.COMPUTE_STATUS_DISABLED)
+#: Those of the ``legacy_only`` fallback query's: a legacy host.
+LEGACY_DESTINATION_TRAITS = ('!' + pcpu_trait.TRAIT,
+                             '!' + os_traits.COMPUTE_STATUS_DISABLED)
 
-    Rebuilt from what it holds now, as Nova's granular request groups
+
+def destination_requests(found, mode='drop'):
+    """``[(request groups, root traits)]`` of a move of ``found``.
+
+    One item per placement query, as the scheduler in ``mode`` (see
+    ``[pcpu_ext] isolate_fallback_mode``) makes them. The groups are
+    rebuilt from what it holds now, as Nova's granular request groups
     were met: the unnumbered group first, with what it holds of its
     compute node and of sharing providers, then one group per nested
-    provider. A ``dedicated`` server asks for its CPUs as PCPU and, in
-    ``forbid_trait`` mode, also as VCPU of a host without PCPU.
+    provider. A ``dedicated`` server asks for its CPUs as PCPU of a host
+    without hyperthreads and, through the fallback query, as VCPU: of a
+    host without hyperthreads in ``forbid_trait`` mode; of a legacy host
+    in ``legacy_only`` mode, with hyperthreads too for the ``isolate``
+    thread policy, which Nova pins on one thread per core there.
     """
     unnumbered = clients.summed({
         rp: resources for rp, resources in found.allocations.items()
         if rp not in found.nested})
     nested = [found.allocations[rp] for rp in sorted(found.nested)]
     if not found.dedicated:
-        return [[unnumbered] + nested]
+        return [([unnumbered] + nested, DESTINATION_TRAITS)]
     cpus = unnumbered.pop(orc.VCPU, 0) + unnumbered.pop(orc.PCPU, 0)
-    requests = [[dict(unnumbered, **{orc.PCPU: cpus})] + nested]
-    if forbid_trait:
-        requests.append([dict(unnumbered, **{orc.VCPU: cpus})] + nested)
+    pcpus = [dict(unnumbered, **{orc.PCPU: cpus})] + nested
+    requests = [(pcpus, DESTINATION_TRAITS)]
+    fallback = [dict(unnumbered, **{orc.VCPU: cpus})] + nested
+    if mode == 'forbid_trait':
+        requests.append((fallback, DESTINATION_TRAITS))
+    elif mode == 'legacy_only':
+        requests.append((fallback, LEGACY_DESTINATION_TRAITS + (
+            () if found.isolate else ('!' + HYPERTHREADING,))))
     return requests
 
 
-#: Traits of the compute node of every eligible destination: no
-#: hyperthreads, not disabled.
-DESTINATION_TRAITS = ('!' + HYPERTHREADING,
-                      '!' + os_traits.COMPUTE_STATUS_DISABLED)
+def knows_trait(placement, trait):
+    """Whether placement knows ``trait``: it refuses to filter by others."""
+    known, = placement.get('/traits?name=in:%s' % trait, 'traits')
+    return bool(known)
 
 
-def destination(placement, found, forbid_trait=False):
-    """An enabled host without hyperthreads with room for it now, or None.
+def destination(placement, found, mode='drop'):
+    """A compute node with room for ``found`` now, or None.
 
-    The name of its compute node's resource provider.
+    The name of its resource provider: an enabled host without
+    hyperthreads, or, in ``legacy_only`` mode, a legacy host.
     """
-    for groups in destination_requests(found, forbid_trait):
-        name = placement.candidate(groups, DESTINATION_TRAITS)
+    for groups, root_required in destination_requests(found, mode):
+        name = placement.candidate(groups, root_required)
         if name is not None:
             return name
     return None
@@ -546,18 +680,19 @@ def compute_nodes(placement, progress=_quiet):
 
     The provider list, every provider's inventories (each tree's, as
     ``PCPU`` may be reported below the root) and the hyperthreaded
-    providers: what the inventory audit and the isolate scan read too.
+    providers: what the inventory audit and the isolate scan read too. A
+    provider deleted meanwhile is in neither list.
     """
     every = placement.providers()
-    held = read_all(lambda provider: placement.inventories(
-        provider['uuid'])[1], every, progress, 'reading inventories')
+    held = read_all(lambda provider: _inventories_unless_gone(
+        placement, provider), every, progress, 'reading inventories')
     classes = {}  # {root UUID: resource classes of its tree}
     for provider, inventories in zip(every, held):
-        classes.setdefault(_root(provider), set()).update(inventories)
+        classes.setdefault(_root(provider), set()).update(inventories or ())
     legacy, new_style = [], []
-    for provider in every:
-        if _root(provider) != provider['uuid']:
-            continue  # nested: a tree is judged by its root
+    for provider, inventories in zip(every, held):
+        if _root(provider) != provider['uuid'] or inventories is None:
+            continue  # nested (a tree is judged by its root), or deleted
         if orc.PCPU in classes[provider['uuid']]:
             new_style.append(provider)
         elif orc.VCPU in classes[provider['uuid']]:
@@ -571,6 +706,12 @@ def _root(provider):
     return provider.get('root_provider_uuid', provider['uuid'])
 
 
+def _inventories_unless_gone(placement, provider):
+    """``{resource class: inventory}`` of a provider, or None if deleted."""
+    read = _unless_gone(placement.inventories, provider['uuid'])
+    return None if read is None else read[1]
+
+
 def lacking_trait(placement, targets, trait):
     """The providers of ``targets`` without ``trait``.
 
@@ -580,8 +721,8 @@ def lacking_trait(placement, targets, trait):
     """
     if not targets:
         return []
-    known, = placement.get('/traits?name=in:%s' % trait, 'traits')
     having = {provider['uuid'] for provider in
-              placement.providers(required=trait)} if known else set()
+              placement.providers(required=trait)
+              } if knows_trait(placement, trait) else set()
     return [provider for provider in targets
             if provider['uuid'] not in having]

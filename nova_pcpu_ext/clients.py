@@ -242,6 +242,16 @@ def _with_query(url, query):
                                               safe='!,:')
 
 
+def _with_marker(url, marker):
+    """``url`` asking for the items after ``marker``, its query kept."""
+    path, _sep, query = url.partition('?')
+    params = [(name, value) for name, value
+              in urllib.parse.parse_qsl(query, keep_blank_values=True)
+              if name != 'marker']
+    return '%s?%s' % (path, urllib.parse.urlencode(
+        params + [('marker', marker)], safe='!,:'))
+
+
 def _numbers(version):
     """``(2, 98)`` of a microversion such as ``'2.98'``."""
     return tuple(map(int, version.split('.')))
@@ -293,20 +303,46 @@ class Placement(Service):
         traits, = self.get('/resource_providers/%s/traits' % uuid, 'traits')
         return traits
 
+    def request(self, method, url, expected=(200,), provider=None,
+                **kwargs):
+        """:meth:`Service.request`, about one ``provider`` if given.
+
+        :param provider: the UUID of the resource provider the request is
+            about.
+        :raises ProviderGone: when placement answers that ``provider`` does
+            not exist (deleted since it was listed).
+        """
+        if provider is None:
+            return super().request(method, url, expected, **kwargs)
+        response = super().request(method, url, tuple(expected) + (404,),
+                                   **kwargs)
+        if response.status_code != 404:
+            return response
+        # NOTE: placement's 404 for a missing provider names it; a 404 that
+        # does not (a wrong endpoint path) must not skip every provider.
+        if provider in _explanation(response):
+            raise exception.ProviderGone(provider)
+        raise self._error(method, url, _http_problem(response))
+
     def inventories(self, uuid):
-        """``(provider generation, {resource class: inventory})``."""
+        """``(provider generation, {resource class: inventory})``.
+
+        :raises ProviderGone: if the provider was deleted.
+        """
         return self.get('/resource_providers/%s/inventories' % uuid,
-                        'resource_provider_generation', 'inventories')
+                        'resource_provider_generation', 'inventories',
+                        provider=uuid)
 
     def replace_inventories(self, uuid, generation, inventories):
         """Write a provider's whole inventory in one atomic request.
 
         :returns: False if another writer changed the provider since
             ``generation`` was read; nothing is written then.
+        :raises ProviderGone: if the provider was deleted.
         """
         url = '/resource_providers/%s/inventories' % uuid
         response = self.request(
-            'PUT', url, expected=(200, 409),
+            'PUT', url, expected=(200, 409), provider=uuid,
             json={'resource_provider_generation': generation,
                   'inventories': inventories})
         if response.status_code == 200:
@@ -319,9 +355,13 @@ class Placement(Service):
         return False
 
     def allocations(self, uuid):
-        """``{consumer uuid: {resource class: amount}}`` of a provider."""
+        """``{consumer uuid: {resource class: amount}}`` of a provider.
+
+        :raises ProviderGone: if the provider was deleted.
+        """
         allocations, = self.get(
-            '/resource_providers/%s/allocations' % uuid, 'allocations')
+            '/resource_providers/%s/allocations' % uuid, 'allocations',
+            provider=uuid)
         return {consumer: allocation['resources'] for consumer, allocation
                 in allocations.items()}
 
@@ -381,10 +421,14 @@ class Compute(Service):
 
     def __init__(self, adapter):
         super().__init__(adapter, COMPUTE_VERSION)
+        #: ``{image ID: Future of the image}``: each asked once.
         self._images = {}
         self._server_version = None
-        # Readers share the image cache and the version found.
+        # Readers share the image cache and the servers found; never held
+        # during a request, so that readers do not wait for each other.
         self._lock = threading.Lock()
+        # Every reader needs the version: held while it is asked.
+        self._version_lock = threading.Lock()
 
     def server_version(self):
         """The microversion servers are listed at, asked once.
@@ -392,7 +436,7 @@ class Compute(Service):
         :data:`IMAGE_PROPERTIES_VERSION` where the Compute API offers it,
         :data:`COMPUTE_VERSION` before.
         """
-        with self._lock:
+        with self._version_lock:
             if self._server_version is None:
                 version, = self.get('/', 'version')
                 try:
@@ -406,17 +450,32 @@ class Compute(Service):
         return self._server_version
 
     def _pages(self, url, key, **kwargs):
-        """The items of a paginated listing, page by page."""
-        while url:
+        """The items of a paginated listing, page by page.
+
+        Nova links a next page to a full one: ``limit`` items, or its
+        ``[api] max_limit`` where that is less, so a page shorter than the
+        limit asked may have a next one. That page is asked at ``url`` with
+        the last item's ID as ``marker``, never at Nova's link: without
+        ``[api] compute_link_prefix`` the link names the host Nova was
+        reached at, which behind a proxy terminating TLS is not the
+        client's.
+        """
+        while True:
             response = self.request('GET', url, **kwargs)
             page, = self._values(response, key)
             yield page
-            links = response.json().get(key + '_links', [])
-            url = next((link['href'] for link in links
-                        if link.get('rel') == 'next'), None)
+            links = response.json().get(key + '_links') or []
+            if not page or not any(link.get('rel') == 'next'
+                                   for link in links):
+                return
+            url = _with_marker(url, page[-1]['id'])
 
     def node_hosts(self):
-        """``{compute node name: its service's host}``, in one listing."""
+        """``{compute node name: its service's host}``, in one listing.
+
+        At :data:`COMPUTE_VERSION` (2.53 or later) a hypervisor's ``id`` is
+        its UUID, which Nova takes as the ``marker`` of the next page.
+        """
         return {hypervisor['hypervisor_hostname']:
                 hypervisor['service']['host'] for page in
                 self._pages('/os-hypervisors/detail', 'hypervisors')
@@ -534,11 +593,22 @@ class Compute(Service):
                 'this user'))
 
     def image(self, image_id):
-        """An image with its ``metadata``, or None if gone; asked once."""
+        """An image with its ``metadata``, or None if gone; asked once.
+
+        Its first reader asks for it; the others wait for that answer, and
+        for no other image's.
+        """
         with self._lock:
-            if image_id not in self._images:
-                self._images[image_id] = self._image(image_id)
-        return self._images[image_id]
+            answer = self._images.get(image_id)
+            asking = answer is None
+            if asking:
+                answer = self._images[image_id] = concurrent.futures.Future()
+        if asking:
+            try:
+                answer.set_result(self._image(image_id))
+            except BaseException as error:
+                answer.set_exception(error)
+        return answer.result()
 
     def _image(self, image_id):
         response = self.request('GET', '/images/%s' % image_id,

@@ -43,3 +43,15 @@ class ActionRefused(PcpuExtError):
 
 class NotFound(PcpuExtError):
     """What the operator named on the command line does not exist."""
+
+
+class ProviderGone(PcpuExtError):
+    """A resource provider was deleted while a command read or wrote it.
+
+    Placement answered 404 for it; ``uuid`` names it. Callers skip it.
+    """
+
+    def __init__(self, uuid):
+        super().__init__('placement: resource provider %s was deleted '
+                         'during the run.' % uuid)
+        self.uuid = uuid

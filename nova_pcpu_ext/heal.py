@@ -37,6 +37,7 @@ import os_resource_classes as orc
 from nova_pcpu_ext import audit
 from nova_pcpu_ext import clients
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import pcpu_trait
 
 LIVE = 'live-migrate'
 COLD = 'migrate'
@@ -56,6 +57,10 @@ CPU_CLASSES = (orc.PCPU, orc.VCPU)
 #: The result of legacy isolation left alone.
 LEGACY = ('skipped: isolated as Nova means it on a vcpu_pin_set host (one '
           'thread per core, siblings reserved); --include-legacy moves it')
+#: The same on a host converted to cpu_dedicated_set since.
+RESHAPED = ('skipped: isolated as Nova means it while its host had no PCPU '
+            '(one thread per core, siblings reserved), its VCPU made PCPU '
+            'when the host was converted; --include-legacy moves it')
 
 
 @dataclasses.dataclass
@@ -121,40 +126,52 @@ def why_not_movable(server):
     return None
 
 
-def plan(scan, placement, cold=False, forbid_trait=False,
-         include_legacy=False):
+def plan(scan, placement, cold=False, mode='drop', include_legacy=False):
     """One :class:`Move` per server, its result what would be done.
 
     The bug's servers come first, then those isolated the legacy way,
     which are moved only if ``include_legacy``.
 
     :param scan: an :class:`~nova_pcpu_ext.audit.IsolateScan`.
-    :param forbid_trait: the request filter's mode is ``forbid_trait``, so
-        hosts without PCPU and without hyperthreads are destinations too.
+    :param mode: the request filter's mode, ``[pcpu_ext]
+        isolate_fallback_mode``: in ``forbid_trait`` mode hosts without PCPU
+        and without hyperthreads are destinations too, in ``legacy_only``
+        mode legacy hosts.
     """
+    if mode == 'legacy_only' and not audit.knows_trait(placement,
+                                                       pcpu_trait.TRAIT):
+        # No compute reports it yet, and placement refuses a query that
+        # forbids a trait it does not know.
+        mode = 'drop'
     moves = []
     for found in sorted(scan.found, key=lambda found: found.legacy):
         if found.legacy and not (found.unsure or include_legacy):
             moves.append(Move(found.server['id'], found.host,
                               found.server['status'], _cpus(found.held),
-                              found=found, result=LEGACY, wanted=False))
+                              found=found, wanted=False,
+                              result=RESHAPED if found.reshaped else LEGACY))
         else:
-            moves.append(_plan_one(found, placement, cold, forbid_trait))
+            moves.append(_plan_one(found, placement, cold, mode))
     moves += [Move(consumer, node, 'UNKNOWN', '', result=(
         'skipped: the Compute API cannot show the server: is its cell '
         'down?')) for node, consumers in sorted(scan.unseen.items())
         for consumer in consumers]
+    moves += [Move(moved.server['id'], moved.server.get(
+        'OS-EXT-SRV-ATTR:host'), moved.server['status'], '', wanted=False,
+        result='skipped: runs on %s, not on %s, whose resources it holds: '
+        '%s' % (moved.runs_on, moved.provider['name'], moved.why))
+        for moved in scan.elsewhere]
     return moves
 
 
-def _plan_one(found, placement, cold, forbid_trait):
+def _plan_one(found, placement, cold, mode):
     server = found.server
     move = Move(server['id'], found.host, server['status'],
                 _cpus(found.held), found=found,
                 how=how_to_move(server['status'], cold))
     why_not = why_not_movable(server)
     if not (found.unsure or why_not):
-        move.room = audit.destination(placement, found, forbid_trait)
+        move.room = audit.destination(placement, found, mode)
     if found.unsure:
         move.result = 'skipped: unsure: %s' % found.unsure
     elif why_not:
@@ -162,14 +179,20 @@ def _plan_one(found, placement, cold, forbid_trait):
     elif not move.room:
         move.result = ('no eligible destination: no enabled host without '
                        'hyperthreads has room for %s' % _groups(
-                           audit.destination_requests(found)[0]))
+                           audit.destination_requests(found)[0][0]))
     else:
         move.result = 'planned'
     return move
 
 
 class Healer(object):
-    """Runs the planned moves, ``max_parallel`` at a time."""
+    """Runs the planned moves, ``max_parallel`` at a time.
+
+    Ctrl-C ends the run with every row told: no move starts any more, and
+    the moves running are no longer waited for (Nova goes on with them).
+    """
+
+    NOT_STARTED = 'not started: the run was interrupted'
 
     def __init__(self, placement, compute, timeout=DEFAULT_TIMEOUT,
                  max_parallel=1, continue_on_error=False, progress=None):
@@ -180,17 +203,45 @@ class Healer(object):
         self.continue_on_error = continue_on_error
         self.progress = progress or (lambda message: None)
         self._failed = threading.Event()
+        # Only the main thread hears Ctrl-C: it sets this for the workers.
+        self._stop = threading.Event()
+        # Ctrl-C while the executor starts a worker leaves that worker out
+        # of those it waits for: no move begins before all are started.
+        self._workers_started = threading.Event()
         self._finished = itertools.count(1)
+
+    @property
+    def interrupted(self):
+        """Whether Ctrl-C ended the run."""
+        return self._stop.is_set()
 
     def run(self, moves):
         planned = [move for move in moves if move.result == 'planned']
         with concurrent.futures.ThreadPoolExecutor(
                 self.max_parallel) as executor:
-            list(executor.map(lambda m: self._run_one(m, len(planned)),
-                              planned))
+            try:
+                results = executor.map(
+                    lambda m: self._run_one(m, len(planned)), planned)
+                self._workers_started.set()
+                list(results)
+            except KeyboardInterrupt:
+                # Before leaving the with, which waits for the workers:
+                # they start no move and stop polling.
+                self._stop.set()
+                self._workers_started.set()
+                self.progress('interrupted: no further move starts, the '
+                              'moves running are no longer waited for')
+        for move in planned:
+            if move.result == 'planned':
+                # Never begun: cancelled, or its worker finds the stop.
+                move.result = self.NOT_STARTED
         return moves
 
     def _run_one(self, move, total):
+        self._workers_started.wait()
+        if self._stop.is_set():
+            move.result = self.NOT_STARTED
+            return
         if self._failed.is_set() and not self.continue_on_error:
             move.result = ('not started: an earlier move failed '
                            '(--continue-on-error goes on)')
@@ -213,6 +264,9 @@ class Healer(object):
         why_not = self._still_needed(move)
         if why_not:
             move.result = 'skipped: %s' % why_not
+            return
+        if self._stop.is_set():
+            move.result = self.NOT_STARTED
             return
         self.progress('%s: %s %s from %s' % (
             move.server, 'live-migrating' if move.how == LIVE else
@@ -269,14 +323,22 @@ class Healer(object):
                     server['status'] not in passing):
                 return server
             if time.monotonic() > deadline:
-                move.to_host = server.get('OS-EXT-SRV-ATTR:host')
-                move.result = (
-                    'running: still %s (%s) after %d s; check it with '
-                    'openstack server show' % (
+                return self._left_running(move, server, (
+                    'running: still %s (%s) after %d s' % (
                         server['status'], server['OS-EXT-STS:task_state'],
-                        self.timeout))
-                return None
-            time.sleep(POLL_INTERVAL)
+                        self.timeout)))
+            # Not time.sleep: Ctrl-C must not wait for the timeout.
+            if self._stop.wait(POLL_INTERVAL):
+                return self._left_running(move, server, (
+                    'interrupted while running: %s (%s) when last seen' % (
+                        server['status'], server['OS-EXT-STS:task_state'])))
+
+    @staticmethod
+    def _left_running(move, server, state):
+        """None: the move is no longer waited for; its row says why."""
+        move.to_host = server.get('OS-EXT-SRV-ATTR:host')
+        move.result = state + '; check it with openstack server show'
+        return None
 
     def _confirm(self, move):
         """Confirm a cold move; one Nova confirmed already counts too."""
@@ -293,7 +355,12 @@ class Healer(object):
         return self._wait(move, ('VERIFY_RESIZE',))
 
     def _judge(self, move, server, action_name):
-        """Healed: moved, back in its state, on no hyperthreaded host."""
+        """Healed: moved, back in its state, isolated where it is.
+
+        On no hyperthreaded host, or, for the ``isolate`` thread policy,
+        on a legacy one (the ``legacy_only`` mode's fallback), where Nova
+        pins one thread per core.
+        """
         move.to_host = server.get('OS-EXT-SRV-ATTR:host')
         allocations = self.placement.consumer_allocations(move.server)
         move.after = _cpus(clients.summed(allocations))
@@ -303,9 +370,16 @@ class Healer(object):
                 server['status'], move.to_host, error or (
                     'the server did not move' if move.to_host ==
                     move.from_host else 'it was %s before' % move.status))
-        elif any(audit.HYPERTHREADING in self.placement.traits(rp_uuid)
-                 for rp_uuid in allocations):
+        elif not all(self._isolated_on(move.found, rp_uuid)
+                     for rp_uuid in allocations):
             move.result = 'failed: moved, but to a hyperthreaded host'
         else:
             move.result = 'healed'
             move.healed = True
+
+    def _isolated_on(self, found, rp_uuid):
+        """Whether a provider it holds resources of keeps it isolated."""
+        if audit.HYPERTHREADING not in self.placement.traits(rp_uuid):
+            return True
+        _generation, inventories = self.placement.inventories(rp_uuid)
+        return found.isolate and orc.PCPU not in inventories

@@ -32,9 +32,11 @@ by both of Nova's queries already, so ``drop`` and ``forbid_trait`` leave
 such requests alone.
 """
 
+from keystoneauth1 import exceptions as ks_exc
 import nova.conf
 from nova import objects
 from nova.objects import fields
+from nova.scheduler.client import report
 from nova.virt import hardware
 import os_traits
 from oslo_log import log as logging
@@ -73,7 +75,16 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         # NOTE: by keyword, as Nova's Cyborg client passes them.
         ('nova.objects.request_spec:RequestGroup.add_trait',
          ('self', '*', 'trait_name', 'trait_type')),
+        ('nova.scheduler.client.report:report_client_singleton', ()),
+        ('nova.scheduler.client.report:SchedulerReportClient.put',
+         ('self', 'url', 'data', '*', 'version', 'global_request_id')),
     )
+
+    def __init__(self):
+        super().__init__()
+        #: Placement knows the trait ``legacy_only`` forbids: it answers
+        #: 400 to a query forbidding a trait it does not know.
+        self._trait_known = False
 
     @classmethod
     def validate_config(cls, config):
@@ -119,6 +130,7 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         return resources
 
     def _legacy_only(self, context, spec_obj, resources):
+        self._make_trait_known(context)
         # NOTE: a new set: the root traits alias the RequestSpec's, which
         # the first query and later moves read too.
         resources._root_forbidden = (
@@ -131,3 +143,30 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
                       'isolate_fallback_mode = legacy_only).'
                       % pcpu_trait.TRAIT)
         return resources
+
+    def _make_trait_known(self, context):
+        """Create the trait in placement, once a process, if it is unknown.
+
+        Only computes reporting PCPU with the ``pcpu_trait`` mixin create
+        it otherwise: a cloud of legacy hosts never would.
+        """
+        if self._trait_known:
+            return
+        try:
+            # Idempotent: 201 when created, 204 when known.
+            response = report.report_client_singleton().put(
+                '/traits/%s' % pcpu_trait.TRAIT, None, version='1.6',
+                global_request_id=context.global_id)
+        except ks_exc.ClientException as error:
+            response, problem = None, error
+        else:
+            problem = '%d %s' % (response.status_code, response.text)
+        if response:
+            self._trait_known = True
+        else:
+            LOG.warning('Cannot create the trait %(trait)s in placement '
+                        '(%(problem)s): until it exists, placement refuses '
+                        'the VCPU fallback query of pinned requests '
+                        '([pcpu_ext] isolate_fallback_mode = legacy_only). '
+                        'Retried with the next pinned request.',
+                        {'trait': pcpu_trait.TRAIT, 'problem': problem})

@@ -13,6 +13,7 @@
 """What the operator commands share: one-line errors and result tables."""
 
 import logging
+import signal
 import sys
 import threading
 import time
@@ -28,6 +29,8 @@ from nova_pcpu_ext import exception
 COULD_NOT_RUN = 2
 #: Exit code of an unexpected error, as oslo.upgradecheck's.
 UNEXPECTED = 255
+#: Exit code after Ctrl-C, as shells report a command SIGINT ended.
+INTERRUPTED = 128 + signal.SIGINT
 #: Seconds of a run before its progress is reported, and between reports.
 PROGRESS_INTERVAL = 5
 
@@ -54,6 +57,10 @@ def run(prog, command):
         return COULD_NOT_RUN
     except Exception as error:
         return unexpected(prog, error)
+    except KeyboardInterrupt:
+        # Ctrl-C where no command reports it (during a scan, say).
+        sys.stderr.write('%s: interrupted\n' % prog)
+        return INTERRUPTED
 
 
 def table(headings, rows):

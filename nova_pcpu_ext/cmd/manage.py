@@ -25,7 +25,8 @@
 
 Exits 0 when everything is done or there is nothing to do, 1 when some
 items were left (found but not fixed, skipped or failed), 2 when the
-command could not run and 255 on an unexpected error. Servers isolated
+command could not run, 130 when interrupted (Ctrl-C; ``heal isolate``
+prints every row first) and 255 on an unexpected error. Servers isolated
 the legacy way, which ``heal isolate`` leaves alone unless given
 ``--include-legacy``, are no items left.
 """
@@ -100,32 +101,38 @@ def placement_audit(args):
            lambda f: [f.severity, '%s\n%s' % (f.provider_name,
                                               f.provider_uuid),
                       f.problem, ('FIXED: ' if f.fixed else '') + f.action])
-    return ITEMS_LEFT if any(not f.fixed for f in findings) else DONE
+    # A provider deleted during the run is noted, not left to fix.
+    return ITEMS_LEFT if any(not f.fixed and f.severity != audit.NOTE
+                             for f in findings) else DONE
 
 
 def heal_isolate(args):
     placement, compute = clients.connect(CONF)
     scan = audit.isolate_servers(placement, compute, args.compute_node,
                                  common.Progress(PROG))
-    moves = heal.plan(
-        scan, placement, args.cold,
-        forbid_trait=CONF.pcpu_ext.isolate_fallback_mode == 'forbid_trait',
-        include_legacy=args.include_legacy)
+    moves = heal.plan(scan, placement, args.cold,
+                      mode=CONF.pcpu_ext.isolate_fallback_mode,
+                      include_legacy=args.include_legacy)
+    interrupted = False
     if args.dry_run:
         for move in moves:
             if move.result == 'planned':
                 move.result = 'dry run: would %s (room on %s)' % (
                     move.how, move.room)
     else:
-        heal.Healer(placement, compute, args.timeout, args.max_parallel,
-                    args.continue_on_error,
-                    lambda message: sys.stderr.write(
-                        '%s: %s\n' % (PROG, message))).run(moves)
+        healer = heal.Healer(placement, compute, args.timeout,
+                             args.max_parallel, args.continue_on_error,
+                             lambda message: sys.stderr.write(
+                                 '%s: %s\n' % (PROG, message)))
+        healer.run(moves)
+        interrupted = healer.interrupted
     _print(moves, args,
            ['Server', 'From host', 'Status', 'To host', 'Before', 'After',
             'Result'],
            lambda m: [m.server, m.from_host, m.status, m.to_host, m.before,
                       m.after, m.result])
+    if interrupted:
+        return common.INTERRUPTED
     return DONE if all(move.healed for move in moves if move.wanted) \
         else ITEMS_LEFT
 

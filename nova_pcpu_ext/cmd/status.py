@@ -165,14 +165,29 @@ def config_problems():
 
 
 def _summary(findings, what, advice):
-    """One check's result: how many findings, the worst one, what to do."""
+    """One check's result: how many findings, the worst one, what to do.
+
+    Notes (providers deleted during the run) follow, and change no code.
+    """
+    notes = _gone_note([f for f in findings if f.severity == audit.NOTE])
+    findings = [f for f in findings if f.severity != audit.NOTE]
     if not findings:
-        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS, notes or None)
     worst = max(findings, key=lambda f: CODES[f.severity])
-    return upgradecheck.Result(CODES[worst.severity], (
+    return upgradecheck.Result(CODES[worst.severity], ' '.join(filter(None, (
         '%s: %d found, the worst on %s (%s): %s. %s' % (
             what, len(findings), worst.provider_name,
-            worst.consumer or worst.provider_uuid, worst.problem, advice)))
+            worst.consumer or worst.provider_uuid, worst.problem, advice),
+        notes))))
+
+
+def _gone_note(notes):
+    """The providers of :func:`~nova_pcpu_ext.audit.gone` notes, or ''."""
+    if not notes:
+        return ''
+    return 'Resource providers deleted during the run, skipped: %s.' % (
+        ', '.join('%s (%s)' % (note.provider_name, note.provider_uuid)
+                  for note in notes))
 
 
 def _server_list(isolate_servers, shown=5):
@@ -333,6 +348,34 @@ def _with_blind_spots(result, scan, covers=_on_hyperthreaded_hosts):
         ' '.join(filter(None, (result.details, blind_spots))))
 
 
+def _not_judged_here(scan):
+    """What the scan met but rightly did not judge, or ''."""
+    notes = []
+    if scan.elsewhere:
+        notes.append(
+            '%d servers that forbid hyperthreads hold resources of a '
+            'scanned host they do not run on, judged where they run: %s.' % (
+                len(scan.elsewhere), '; '.join(
+                    '%s runs on %s, holds resources of %s: %s' % (
+                        moved.server['id'], moved.runs_on,
+                        moved.provider['name'], moved.why)
+                    for moved in scan.elsewhere[:SHOWN])))
+    if scan.gone:
+        notes.append('Resource providers deleted during the run, '
+                     'skipped: %s.' % ', '.join(
+                         '%s (%s)' % (provider['name'], provider['uuid'])
+                         for provider in scan.gone))
+    return ' '.join(notes)
+
+
+def _with_notes(result, notes):
+    """``result`` with ``notes`` added to its details, its code kept."""
+    if not notes:
+        return result
+    return upgradecheck.Result(result.code, ' '.join(filter(
+        None, (result.details, notes))))
+
+
 class UpgradeChecks(upgradecheck.UpgradeCommands):
     """The checks of ``upgrade check``.
 
@@ -434,7 +477,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
             'whose ratio must stay.'))
 
     def _check_isolate_on_ht(self):
-        return self._isolate_check(
+        result = self._isolate_check(
             lambda found: not found.legacy,
             lambda _placement, found: upgradecheck.Result(
                 upgradecheck.Code.FAILURE, (
@@ -443,13 +486,16 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
                     'isolate_vcpu_fallback request filter active, run %s '
                     'heal isolate --dry-run, then without --dry-run.' % (
                         len(found), _server_list(found), MANAGE))))
+        if self._isolate_scan is None:
+            return result  # the scan failed: the result says why
+        return _with_notes(result, _not_judged_here(self._isolate_scan))
 
     def _check_isolate_stuck(self):
         mode = fallback_mode()
         forbid_trait = mode == 'forbid_trait'
 
         def judge(placement, found):
-            with_room = sum(audit.destination(placement, f, forbid_trait)
+            with_room = sum(audit.destination(placement, f, mode)
                             is not None for f in found)
             without_ht = sum(not f.hyperthreaded for f in found)
             if without_ht:
@@ -470,6 +516,11 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
                     'the siblings: they are isolated, not bug 1889633, and '
                     '%s heal isolate moves them only with --include-legacy'
                     % MANAGE)
+            reshaped = sum(f.reshaped for f in found)
+            if reshaped:
+                where += (', or pinned there before the host was converted '
+                          'to cpu_dedicated_set (%d, holding PCPU since)' %
+                          reshaped)
             if mode == WORKAROUND:
                 rule = 'With [workarounds] disable_fallback_pcpu_query = True'
             else:
@@ -478,7 +529,8 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
             return upgradecheck.Result(upgradecheck.Code.WARNING, (
                 '%d isolate servers run on %s: %s. %s. %s they can move '
                 '(migrate, resize, evacuate, unshelve) only to enabled hosts '
-                'without hyperthreads%s; %d of them have room on one now.' % (
+                'without hyperthreads%s; %d of them each have room on one '
+                'now, if moved alone.' % (
                     len(found), where, _server_list(found), isolated, rule,
                     '' if forbid_trait else ' that report PCPU', with_room)))
 

@@ -60,9 +60,16 @@ def _wsgi_application():
 
 
 def _configure(directory, db_url):
+    policy = os.path.join(directory, 'policy.yaml')
+    with open(policy, 'w') as rules:
+        # NOTE: noauth2's token has the admin role only; a compute's
+        # reshape (VCPU to PCPU) needs the service role a deployment's
+        # nova user has.
+        rules.write('"placement:reshaper:reshape": "role:admin"\n')
     with open(os.path.join(directory, 'placement.conf'), 'w') as conf:
         conf.write('[api]\nauth_strategy = noauth2\n'
-                   '[placement_database]\nconnection = %s\n' % db_url)
+                   '[placement_database]\nconnection = %s\n'
+                   '[oslo_policy]\npolicy_file = %s\n' % (db_url, policy))
 
 
 def _db_sync(directory):

@@ -208,6 +208,20 @@ class LegacyOnlyModeTest(_IsolateTestBase):
         self._isolate_refused_on_new_style_host_kept_on_legacy(
             NO_HYPERTHREADS)
 
+    def test_a_cloud_of_legacy_hosts_only(self):
+        """No compute has reported the trait yet: placement must know it.
+
+        Placement refuses a query that forbids a trait it does not know.
+        """
+        legacy_rp = self.start_legacy_host('compute1', HYPERTHREADED)
+
+        server = self.boot(ISOLATE)
+
+        self.assertEqual('compute1', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
+                         self.usages(legacy_rp))
+        self.assertIn(FORBIDS_PCPU_HOSTS, self.placement_queries[1])
+
     def test_other_pinned_requests_keep_pcpu_and_legacy_hosts(self):
         # NOTE: each boot right after its host starts: the computes of this
         # process share one configuration.

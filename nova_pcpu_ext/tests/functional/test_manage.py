@@ -15,6 +15,9 @@
 from nova_pcpu_ext.tests.functional import base  # noqa: F401  isort:skip
 
 import json
+import os
+import signal
+import subprocess
 import time
 import urllib.parse
 import uuid
@@ -26,6 +29,7 @@ from nova import exception as nova_exception
 from nova.tests.functional import integrated_helpers
 import testtools
 
+from nova_pcpu_ext import compute
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
 from nova_pcpu_ext.tests.functional.base import NO_HYPERTHREADS
@@ -210,6 +214,116 @@ class PlacementAuditTest(testtools.TestCase):
         self.assertEqual(2, result.returncode)
         self.assertIn("'PCPU=2.0': expected RESOURCE_CLASS=RATIO with one "
                       "of VCPU, MEMORY_MB, DISK_GB", result.stderr)
+
+    def deleting(self, method, rp_uuid):
+        """The command through a proxy that deletes ``rp_uuid`` for real.
+
+        Through placement, just before placement gets the first ``method``
+        of its inventories: placement answers that with its own 404.
+        """
+        path = '/resource_providers/%s/inventories' % rp_uuid
+        deleted = []
+
+        def delete_first(request_method, request_path):
+            if (request_method, request_path) == (method, path) and \
+                    not deleted:
+                deleted.append(self.placement.call(
+                    'DELETE', '/resource_providers/%s' % rp_uuid))
+
+        proxy = self.useFixture(FaultyProxy(self.server.endpoint,
+                                            delete_first))
+        return proxy, Command(self, PROG, proxy.endpoint)
+
+    def test_a_provider_deleted_before_its_inventory_is_read(self):
+        """A note; the others are audited and fixed, nothing is left."""
+        self.seed_damage()
+        gone = self.placement.provider('compute3', {
+            'VCPU': {'total': 8, 'allocation_ratio': 0.0}})
+        proxy, manage = self.deleting('GET', gone)
+
+        fixed = self.audit('--fix', manage=manage)
+
+        self.assertIn(('GET', '/resource_providers/%s/inventories' % gone,
+                       404), proxy.statuses)
+        self.assertEqual((0, [
+            ('compute1', 'failure', 'MEMORY_MB allocation_ratio 0.0 is not '
+             'a positive number', 'set allocation_ratio to 1.0', True),
+            ('compute1', 'failure', 'VCPU allocation_ratio 0.0 is not a '
+             'positive number', 'set allocation_ratio to 4.0', True),
+            ('compute2', 'warning', 'PCPU allocation_ratio 2.0 is not 1.0',
+             'set allocation_ratio to 1.0', True),
+            ('compute3', 'note', 'deleted during the run', 'none: skipped',
+             False)]), fixed)
+
+    def test_a_provider_deleted_before_its_inventory_is_written(self):
+        """``--fix`` goes on past it, to the providers after it."""
+        zero, pcpu = self.seed_damage()
+        proxy, manage = self.deleting('PUT', zero)
+
+        result = manage('placement', 'audit', '--fix')
+
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn(('PUT', '/resource_providers/%s/inventories' % zero,
+                       404), proxy.statuses)
+        self.assertEqual({'PCPU': 1.0}, self.placement.ratios(pcpu))
+        note, = [line for line in result.stdout.splitlines()
+                 if line.startswith('| note ')]
+        self.assertEqual(['note', 'compute1', 'deleted during the run',
+                          'none: skipped'],
+                         [cell.strip() for cell in note.split('|')[1:-1]])
+        self.assertIn('FIXED: set allocation_ratio to 1.0', result.stdout)
+
+
+class ListingPagesTest(operator_commands.OperatorCommandTestBase):
+    """Compute API listings longer than a page of Nova's.
+
+    Nova's ``[api] max_limit`` is 2, and its next links name an address
+    that refuses connections, as behind a proxy terminating TLS without
+    ``[api] compute_link_prefix``. compute1's service host is
+    ``compute1``, its compute node ``compute1.example``, listed after a
+    page of the others.
+    """
+
+    extension = False
+
+    def start_service(self, name, host=None, **kwargs):
+        if name == 'compute':
+            host = host.partition('.')[0]
+        return super().start_service(name, host=host, **kwargs)
+
+    def test_every_page_read_at_the_command_s_endpoint(self):
+        # The CPU sets are process-wide flags: the same for every host.
+        for hostname in ('compute2', 'compute3', 'compute1.example'):
+            self.start_host(hostname, dict(HYPERTHREADED, cpu_cores=6),
+                            dedicated='0-7', shared='8-11')
+        self.admin_api.microversion = '2.74'
+        flavor = self._create_flavor(vcpu=1, extra_spec=ISOLATE)
+        servers = {self._create_server(
+            flavor_id=flavor, host='compute1', networks='none',
+            api=self.admin_api)['id'] for _ in range(3)}
+        self.flags(max_limit=2, compute_link_prefix='http://127.0.0.1:9/',
+                   group='api')
+        del self.compute_api.requests[:]
+
+        whole_cloud = self.manage.json('heal', 'isolate', '--dry-run')
+        by_host = self.manage.json('heal', 'isolate', '--dry-run', '--host',
+                                   'compute1')
+
+        for _code, plan in (whole_cloud, by_host):
+            self.assertEqual(servers, {move['server'] for move in plan})
+        asked = self.compute_api.requests
+        # Each from a listing of two pages, none asked about alone.
+        self.assertEqual([], [path for path in asked if path in {
+            '/v2.1/servers/' + server for server in servers}])
+        self.assertEqual(2, len([path for path in asked if path.startswith(
+            '/v2.1/servers/detail?all_tenants=1&limit=1000&')]))
+        self.assertEqual(2, len([path for path in asked if path.startswith(
+            '/v2.1/servers/detail?all_tenants=1&host=compute1')]))
+        self.assertEqual(['/v2.1/os-hypervisors/detail', (
+            '/v2.1/os-hypervisors/detail?marker=%s' % self.admin_api.api_get(
+                '/os-hypervisors?hypervisor_hostname_pattern=compute3'
+            ).body['hypervisors'][0]['id'])],
+            [path for path in asked if 'hypervisors' in path])
 
 
 class LiveMigrationOverFakeLibvirt(fixtures.Fixture):
@@ -593,6 +707,60 @@ class HealIsolateForbidTraitTest(operator_commands.OperatorCommandTestBase,
             server['id'])['OS-EXT-SRV-ATTR:host'])
 
 
+class HealIsolateLegacyOnlyTest(operator_commands.OperatorCommandTestBase,
+                                integrated_helpers.InstanceHelperMixin):
+    """In legacy_only mode a legacy host with hyperthreads takes the victim.
+
+    Nova pins an ``isolate`` server there on one thread per core, so the
+    move heals it. The computes run the extension's mixins from the start,
+    the scheduler stock Nova until the victim booted on compute1
+    (``legacy`` disabled meanwhile).
+    """
+
+    extension = False
+    CAST_AS_CALL = False
+
+    def setUp(self):
+        super().setUp()
+        compute.activate_plugins()
+        # As Nova's functional tests do: there are no disks to copy.
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            'migrate_disk_and_power_off', return_value='{}'))
+        self.legacy_rp = self.start_host('legacy', HYPERTHREADED,
+                                         vcpu_pin_set='0-3')
+        self.disable_service('legacy')
+        self.start_hyperthreaded_host()
+        self.victim = self.boot(ISOLATE)
+        self.extension = True
+        self.flags(isolate_fallback_mode='legacy_only', group='pcpu_ext')
+        self.scheduler.stop()
+        self.scheduler = self._setup_scheduler_service()
+        service, = self.admin_api.get_services(binary='nova-compute',
+                                               host='legacy')
+        self.admin_api.put_service(service['id'], {'status': 'enabled'})
+
+    def test_healed_on_a_legacy_host_with_hyperthreads(self):
+        # The CPU options are process-wide: legacy's, or its update during
+        # the move would report PCPU. compute1, the source, may lose it.
+        self.flags(cpu_dedicated_set=None, cpu_shared_set=None,
+                   group='compute')
+        self.flags(vcpu_pin_set='0-3')
+
+        result = self.manage(
+            'heal', 'isolate', '--cold', '--format', 'json',
+            extra_conf='[pcpu_ext]\nisolate_fallback_mode = legacy_only\n')
+
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual(
+            [(self.victim['id'], 'compute1', 'legacy', 'VCPU:1', 'VCPU:1',
+              'healed')],
+            [(m['server'], m['from_host'], m['to_host'], m['before'],
+              m['after'], m['result']) for m in json.loads(result.stdout)])
+        self.assertEqual('VCPU', next(
+            rc for rc in self.usages(self.legacy_rp) if 'CPU' in rc))
+
+
 class HealLegacyIsolationTest(operator_commands.OperatorCommandTestBase,
                               integrated_helpers.InstanceHelperMixin):
     """Legacy isolation and the bug's victim, told apart.
@@ -660,3 +828,105 @@ class HealLegacyIsolationTest(operator_commands.OperatorCommandTestBase,
     def cpu_usages(self, rp_uuid):
         return {rc: used for rc, used in self.usages(rp_uuid).items()
                 if 'CPU' in rc}
+
+
+class HealIsolateInterruptTest(operator_commands.OperatorCommandTestBase,
+                               integrated_helpers.InstanceHelperMixin):
+    """Ctrl-C during ``heal isolate``, while a live migration runs.
+
+    The hypervisor holds each victim's live migration, as a long one
+    would take, until the test releases it.
+    """
+
+    extension = False
+    CAST_AS_CALL = False
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(LiveMigrationOverFakeLibvirt(self.computes))
+        self.start_hyperthreaded_host()
+        self.victims = {server['id']: server
+                        for server in (self.boot(ISOLATE), self.boot(ISOLATE))}
+        self.extension = True
+        self.scheduler.stop()
+        self.scheduler = self._setup_scheduler_service()
+        self.start_host('compute2', dict(NO_HYPERTHREADS, cpu_cores=8),
+                        dedicated='0-3', shared='4-7')
+        # A runner ignoring SIGINT (nohup, a background job) passes that on
+        # to its children: the command is to hear it as from a terminal.
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            self.addCleanup(signal.signal, signal.SIGINT, signal.SIG_IGN)
+
+    def hold_live_migrations(self):
+        """A gate on each victim's migration in fakelibvirt, by server."""
+        libvirt = self.computes['compute1'].driver._host.get_connection()
+        return {victim: base.Gate(self, libvirt.lookupByUUIDString(victim),
+                                  'migrateToURI3') for victim in self.victims}
+
+    def start_manage(self, *args):
+        """The command as a process of its own; its output goes to files."""
+        folder = self.useFixture(fixtures.TempDir()).path
+        paths = [os.path.join(folder, name)
+                 for name in ('nova.conf', 'stdout', 'stderr')]
+        with open(paths[0], 'w') as conf:
+            conf.write(operator_commands.ACTIVATED + (
+                '[placement]\nauth_type = admin_token\ntoken = %s\n'
+                'endpoint = %s\n' % (placement_server.TOKEN,
+                                     self.manage.endpoint)))
+        with open(paths[1], 'w') as stdout, open(paths[2], 'w') as stderr:
+            process = subprocess.Popen(
+                [self.manage.script, '--config-file', paths[0],
+                 '--os-compute-endpoint-override',
+                 self.manage.compute_endpoint] + list(args),
+                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        self.addCleanup(process.wait)
+        self.addCleanup(process.kill)
+        return process, paths[1], paths[2]
+
+    def first_held(self, gates, process, stderr):
+        """The server whose migration the hypervisor holds first."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            for victim, gate in gates.items():
+                if gate.reached.is_set():
+                    return victim
+            time.sleep(0.1)
+        with open(stderr) as err:
+            self.fail('no migration started: %s' % err.read())
+
+    def test_ctrl_c_prints_every_row_and_exits_130(self):
+        gates = self.hold_live_migrations()
+        process, stdout, stderr = self.start_manage(
+            'heal', 'isolate', '--format', 'json', '--timeout', '600')
+        moving = self.first_held(gates, process, stderr)
+
+        process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        code = process.wait(120)
+        took = time.monotonic() - interrupted
+
+        with open(stdout) as out, open(stderr) as err:
+            printed, progress = out.read(), err.read()
+        self.assertEqual(130, code, progress)
+        self.assertNotIn('Traceback', progress)
+        self.assertIn('%s: live-migrating ACTIVE from compute1' % moving,
+                      progress)
+        # The move's --timeout is not waited for, nor the migration.
+        self.assertLess(took, 15)
+        other, = set(self.victims) - {moving}
+        self.assertEqual(
+            {moving: ('compute1', 'interrupted while running: MIGRATING '
+                      '(migrating) when last seen; check it with openstack '
+                      'server show'),
+             other: ('', 'not started: the run was interrupted')},
+            {m['server']: (m['to_host'], m['result'])
+             for m in json.loads(printed)})
+        # Nova goes on with the move started; the other was never tried.
+        gates[moving].release.set()
+        self._wait_for_server_parameter(self.victims[moving], {
+            'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
+            'OS-EXT-SRV-ATTR:host': 'compute2'}, max_retries=60)
+        self.assertFalse(gates[other].reached.is_set())
+        self.assertEqual('compute1', self.admin_api.get_server(other)[
+            'OS-EXT-SRV-ATTR:host'])

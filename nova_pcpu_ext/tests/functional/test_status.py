@@ -270,7 +270,8 @@ class PlacementChecksTest(testtools.TestCase):
             'VCPU': {'total': 8, 'allocation_ratio': 16.0},
             'PCPU': {'total': 4, 'allocation_ratio': 1.0},
             'MEMORY_MB': {'total': 4096, 'allocation_ratio': 1.5},
-            'DISK_GB': {'total': 100, 'allocation_ratio': 1.0}})
+            'DISK_GB': {'total': 100, 'allocation_ratio': 1.0}},
+            traits=['COMPUTE_NODE'])
 
         _code, configured = check(self.status, nova_conf=self.nova_conf(
             '[DEFAULT]\ncpu_allocation_ratio = 8.0\n'))
@@ -383,6 +384,77 @@ class PlacementChecksTest(testtools.TestCase):
             self, result, PROG, 'unexpected error: TypeError: ',
             'allocation_ratios.py:', code=255)
 
+    def test_ratios_of_compute_nodes_only(self):
+        """Only compute node providers, with Nova's COMPUTE_NODE trait.
+
+        No compute writes the ratios of a sharing provider or of another
+        service's provider, whatever nova.conf says.
+        """
+        node = self.placement.provider('compute1', {
+            'VCPU': {'total': 8, 'allocation_ratio': 16.0}},
+            traits=['COMPUTE_NODE'])
+        self.placement.provider('nfs', {
+            'DISK_GB': {'total': 100, 'allocation_ratio': 2.0}},
+            traits=['MISC_SHARES_VIA_AGGREGATE'])
+        self.placement.provider('not-nova', {
+            'VCPU': {'total': 8, 'allocation_ratio': 16.0}})
+
+        _code, checks = check(self.status, nova_conf=self.nova_conf(
+            '[DEFAULT]\ncpu_allocation_ratio = 8.0\n'
+            'disk_allocation_ratio = 1.0\n'))
+
+        self.assertEqual((1, (
+            'Allocation ratios the allocation_ratios rule of this nova.conf '
+            'changes: 1 found, the worst on compute1 (%s): VCPU '
+            'allocation_ratio 16.0 becomes 8.0. A ratio set in nova.conf '
+            'overrides the one placement holds, with or without the plugin: '
+            'unset it on the computes whose ratio must stay.' % node)),
+            checks['Allocation ratios to be changed'])
+
+    def test_a_provider_deleted_during_the_run(self):
+        """Deleted after the listing, before its inventory is read.
+
+        Placement's own 404 for it is a note of the check that met it,
+        which stays a success; the other checks judge the others.
+        """
+        self.placement.provider('compute1', {
+            'VCPU': {'total': 8, 'allocation_ratio': 8.0},
+            'PCPU': {'total': 4}}, traits=['COMPUTE_NODE'])
+        compute2 = self.placement.provider('compute2', {
+            'VCPU': {'total': 8, 'allocation_ratio': 16.0},
+            'PCPU': {'total': 4}}, traits=['COMPUTE_NODE'])
+        ironic = self.placement.provider('ironic1', {
+            'CUSTOM_BAREMETAL_GOLD': {'total': 1}}, traits=['COMPUTE_NODE'])
+        path = '/resource_providers/%s/inventories' % ironic
+        deleted = []
+
+        def delete_first(method, request_path):
+            if request_path == path and not deleted:
+                deleted.append(self.placement.call(
+                    'DELETE', '/resource_providers/%s' % ironic))
+
+        proxy = self.useFixture(FaultyProxy(self.server.endpoint,
+                                            delete_first))
+        code, checks = check(Command(self, PROG, proxy.endpoint),
+                             nova_conf=self.nova_conf(
+                                 '[DEFAULT]\ncpu_allocation_ratio = 8.0\n',
+                                 endpoint=proxy.endpoint))
+
+        self.assertIn(('GET', path, 404), proxy.statuses)
+        self.assertEqual(1, code)
+        self.assertEqual((0, 'Resource providers deleted during the run, '
+                             'skipped: ironic1 (%s).' % ironic),
+                         checks['Placement allocation ratios'])
+        self.assertEqual(1, checks['Allocation ratios to be changed'][0])
+        self.assertIn('1 found, the worst on compute2 (%s): VCPU '
+                      'allocation_ratio 16.0 becomes 8.0' % compute2,
+                      checks['Allocation ratios to be changed'][1])
+        self.assertEqual(dict({name: (0, None) for name in CHECKS[3:5]},
+                              **{'Configuration': (0, None),
+                                 LEGACY_HOSTS: NO_LEGACY}),
+                         {name: checks[name] for name in
+                          ('Configuration',) + CHECKS[3:]})
+
 
 class _IsolateChecksBase(operator_commands.OperatorCommandTestBase):
 
@@ -493,16 +565,18 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
             'with --include-legacy. With the isolate_vcpu_fallback request '
             'filter in drop mode they can move (migrate, resize, evacuate, '
             'unshelve) only to enabled hosts without hyperthreads that '
-            'report PCPU; 0 of them have room on one now.' % server['id'])),
+            'report PCPU; 0 of them each have room on one now, if moved '
+            'alone.' % server['id'])),
             without_destination[CHECKS[4]])
         self.assertTrue(with_destination[CHECKS[4]][1].endswith(
             'in drop mode they can move (migrate, resize, evacuate, '
             'unshelve) only to enabled hosts without hyperthreads that '
-            'report PCPU; 1 of them have room on one now.'))
+            'report PCPU; 1 of them each have room on one now, if moved '
+            'alone.'))
         self.assertTrue(forbid_trait[CHECKS[4]][1].endswith(
             'in forbid_trait mode they can move (migrate, resize, evacuate, '
             'unshelve) only to enabled hosts without hyperthreads; 1 of '
-            'them have room on one now.'))
+            'them each have room on one now, if moved alone.'))
 
     def legacy_cloud(self):
         """An isolate server on a legacy host with and one without HT.
@@ -578,7 +652,7 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
             'never. With the isolate_vcpu_fallback request filter in drop '
             'mode they can move (migrate, resize, evacuate, unshelve) only '
             'to enabled hosts without hyperthreads that report PCPU; 0 of '
-            'them have room on one now.', details)
+            'them each have room on one now, if moved alone.', details)
         self.assertEqual((0, None), drop[CHECKS[3]])
         # forbid_trait keeps legacy hosts without hyperthreads.
         self.assertEqual(
@@ -772,6 +846,7 @@ class RequestCountTest(_IsolateChecksBase):
         # Five providers, all hyperthreaded; two servers found.
         self.assertEqual({
             '/resource_providers': 1,
+            '/resource_providers?required=COMPUTE_NODE': 1,
             '/resource_providers?required=HW_CPU_HYPERTHREADING': 1,
             '/resource_providers/ID/inventories': 5,
             '/resource_providers/ID/allocations': 5,
@@ -814,6 +889,7 @@ class RequestCountTest(_IsolateChecksBase):
             'seeded0, seeded1, seeded2. '), checks[LEGACY_HOSTS][1])
         self.assertEqual({
             '/resource_providers': 1,
+            '/resource_providers?required=COMPUTE_NODE': 1,
             '/resource_providers?required=HW_CPU_HYPERTHREADING': 1,
             '/resource_providers/ID/inventories': 6,
             '/resource_providers/ID/allocations': 6,

@@ -179,6 +179,48 @@ class AuditInventoriesTest(base.TestCase):
                          'fixed before; run the audit again for the rest.',
                          str(error))
 
+    def deleted(self, placement, method):
+        """``placement`` with provider ``gone`` first; ``method`` 404s it."""
+        placement.providers = lambda **query: [
+            {'uuid': 'gone', 'name': 'ironic1'},
+            {'uuid': 'rp-uuid', 'name': 'compute1'}]
+        stock = getattr(placement, method)
+
+        def gone_or_stock(uuid, *args):
+            if uuid == 'gone':
+                raise exception.ProviderGone(uuid)
+            return stock(uuid, *args)
+
+        setattr(placement, method, gone_or_stock)
+        return placement
+
+    def assertGoneAndFixed(self, findings):
+        self.assertEqual([
+            ('gone', 'note', 'ironic1', 'deleted during the run',
+             'none: skipped', False),
+            ('inventory', 'warning', 'compute1', 'PCPU allocation_ratio 2.0 '
+             'is not 1.0', 'set allocation_ratio to 1.0', True),
+            ('inventory', 'failure', 'compute1', 'VCPU allocation_ratio 0.0 '
+             'is not a positive number', 'set allocation_ratio to 4.0',
+             True)],
+            [(f.check, f.severity, f.provider_name, f.problem, f.action,
+              f.fixed) for f in findings])
+
+    def test_a_provider_deleted_before_it_is_read_is_noted(self):
+        placement = self.deleted(FakePlacement(self.inventories()),
+                                 'inventories')
+
+        self.assertGoneAndFixed(audit.audit_inventories(
+            placement, self.RATIOS, fix=True))
+        self.assertEqual(1, len(placement.writes))
+
+    def test_a_provider_deleted_before_it_is_written_is_noted(self):
+        placement = self.deleted(FakePlacement(self.inventories()),
+                                 'replace_inventories')
+
+        self.assertGoneAndFixed(audit.audit_inventories(
+            placement, self.RATIOS, fix=True))
+
 
 class RatioChangesTest(base.TestCase):
 
@@ -215,6 +257,48 @@ class RatioChangesTest(base.TestCase):
              'root_provider_uuid': 'rp-uuid'}]
 
         self.assertEqual([], audit.ratio_changes(placement, self.conf.conf))
+
+    def test_compute_nodes_by_their_trait_in_one_request(self):
+        """A sharing provider or another service's root is not judged."""
+        self.flags(group=None, cpu_allocation_ratio=8.0)
+        placement = FakePlacement(self.HELD)
+        asked = []
+        node = {'uuid': 'rp-uuid', 'name': 'compute1'}
+        others = [{'uuid': 'nfs', 'name': 'nfs'},
+                  {'uuid': 'neutron', 'name': 'agent1'}]
+
+        def providers(**query):
+            asked.append(query)
+            return [node] if query else [node] + others
+
+        placement.providers = providers
+
+        findings = audit.ratio_changes(placement, self.conf.conf)
+
+        self.assertEqual(['compute1'], [f.provider_name for f in findings])
+        self.assertEqual([{'required': 'COMPUTE_NODE'}], asked)
+
+    def test_a_deleted_compute_node_is_noted(self):
+        self.flags(group=None, cpu_allocation_ratio=8.0)
+        placement = FakePlacement(self.HELD)
+        placement.providers = lambda **query: [
+            {'uuid': 'gone', 'name': 'compute0'},
+            {'uuid': 'rp-uuid', 'name': 'compute1'}]
+        inventories = placement.inventories
+
+        def gone_or_read(uuid):
+            if uuid == 'gone':
+                raise exception.ProviderGone(uuid)
+            return inventories(uuid)
+
+        placement.inventories = gone_or_read
+
+        findings = audit.ratio_changes(placement, self.conf.conf)
+
+        self.assertEqual([('gone', 'note', 'compute0'),
+                          ('ratio', 'warning', 'compute1')],
+                         [(f.check, f.severity, f.provider_name)
+                          for f in findings])
 
 
 class FakeCompute(object):
@@ -370,7 +454,13 @@ class IsolateServersTest(base.TestCase):
               {'VCPU': 1}, False)],
             [(f.server['id'], f.reason, f.held, f.dedicated)
              for f in scan.found])
-        self.assertFalse(any(f.legacy or f.nested for f in scan.found))
+        self.assertFalse(any(f.nested for f in scan.found))
+        # Isolate on PCPU of a hyperthreaded host: only Nova's reshape of
+        # a legacy host gives that.
+        self.assertEqual(
+            {'flavor': (False, False), 'on-pcpu': (True, True),
+             'shared': (False, False)},
+            {f.server['id']: (f.legacy, f.reshaped) for f in scan.found})
         # Only the migration's allocation was not in the listing.
         self.assertEqual(['migration'], compute.looked_up)
         self.assertEqual({}, scan.unseen)
@@ -397,7 +487,7 @@ class IsolateServersTest(base.TestCase):
     def test_no_listing_without_consumers(self):
         placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
         compute = FakeCompute([server('a', **ISOLATE)])
-        self.assertEqual(([], {}, frozenset()), dataclasses.astuple(
+        self.assertEqual(([], {}, frozenset(), [], []), dataclasses.astuple(
             audit.isolate_servers(placement, compute)))
         self.assertEqual([], compute.listings)
 
@@ -476,6 +566,70 @@ class IsolateServersTest(base.TestCase):
         self.assertEqual(['a', 'c'], [f.server['id'] for f in scan.found])
         self.assertEqual({'compute2': ['b']}, scan.unseen)
         self.assertEqual([], compute.looked_up)
+
+    def test_servers_running_elsewhere_are_not_judged_here(self):
+        """Judged where they run: what they hold here a move left."""
+        placement = fake_placement({
+            'compute1': ({'VCPU': {}}, {'evacuated': {'VCPU': 1},
+                                        'migrating': {'VCPU': 1}})})
+        compute = FakeCompute([
+            server('evacuated', node='compute2', **ISOLATE),
+            dict(server('migrating', node='compute3', **ISOLATE),
+                 **{'OS-EXT-STS:task_state': 'resize_migrating'})])
+
+        scan = audit.isolate_servers(placement, compute)
+
+        self.assertEqual([], scan.found)
+        self.assertEqual(
+            [('evacuated', 'compute2', 'compute1', 'left by a move; an '
+              'evacuation\'s stays until the compute of compute1 starts '
+              'again'),
+             ('migrating', 'compute3', 'compute1',
+              'a move in progress (task resize_migrating)')],
+            [(moved.server['id'], moved.runs_on, moved.provider['name'],
+              moved.why) for moved in scan.elsewhere])
+
+    def test_what_an_evacuated_server_left_on_its_source_is_not_held(self):
+        placement = fake_placement(
+            {'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}})},
+            elsewhere={'a': {'source': {'VCPU': 1, 'MEMORY_MB': 512},
+                             'nfs': {'DISK_GB': 1}}})
+        compute = FakeCompute([server('a', **ISOLATE)])
+
+        found, = audit.isolate_servers(placement, compute).found
+
+        self.assertEqual({'compute1': {'VCPU': 1}, 'nfs': {'DISK_GB': 1}},
+                         found.allocations)
+
+    def test_a_provider_deleted_during_the_scan_is_skipped(self):
+        placement = fake_placement({
+            'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
+            'compute2': ({'VCPU': {}}, {'b': {'VCPU': 1}}),
+            'compute3': ({'VCPU': {}}, {'c': {'VCPU': 1}})})
+        read_allocations, read_inventories = (placement.allocations,
+                                              placement.inventories)
+
+        def gone_after_listing(read, name):
+            def read_unless_gone(uuid):
+                if uuid == name:
+                    raise exception.ProviderGone(uuid)
+                return read(uuid)
+            return read_unless_gone
+
+        placement.allocations = gone_after_listing(read_allocations,
+                                                   'compute2')
+        placement.inventories = gone_after_listing(read_inventories,
+                                                   'compute3')
+        compute = FakeCompute([server(uuid, node=node, **ISOLATE) for
+                               uuid, node in (('a', 'compute1'),
+                                              ('b', 'compute2'),
+                                              ('c', 'compute3'))])
+
+        scan = audit.isolate_servers(placement, compute)
+
+        self.assertEqual(['a'], [f.server['id'] for f in scan.found])
+        self.assertEqual(['compute2', 'compute3'],
+                         [provider['name'] for provider in scan.gone])
 
     def test_a_host_of_a_node_the_compute_api_does_not_list(self):
         placement = fake_placement({
@@ -605,6 +759,25 @@ class ComputeNodesTest(base.TestCase):
         self.assertEqual(['legacy-ht'],
                          [p['name'] for p in nodes.legacy_with_ht()])
 
+    def test_a_deleted_provider_is_in_neither_list(self):
+        placement = FakePlacement({'VCPU': {}})
+        providers = [{'uuid': 'gone', 'name': 'gone'},
+                     {'uuid': 'legacy', 'name': 'legacy'}]
+        placement.providers = lambda **query: [] if query else providers
+
+        def gone_or_read(uuid):
+            if uuid == 'gone':
+                raise exception.ProviderGone(uuid)
+            return 1, {'VCPU': {}}
+
+        placement.inventories = gone_or_read
+
+        nodes = audit.compute_nodes(placement)
+
+        self.assertEqual((['legacy'], []), (
+            [p['name'] for p in nodes.legacy],
+            [p['name'] for p in nodes.new_style]))
+
 
 class LackingTraitTest(base.TestCase):
 
@@ -647,33 +820,50 @@ class LackingTraitTest(base.TestCase):
 
 class DestinationRequestsTest(base.TestCase):
 
-    def found(self, held, dedicated, nested=None):
+    NO_HT = ('!HW_CPU_HYPERTHREADING', '!COMPUTE_STATUS_DISABLED')
+    LEGACY = ('!CUSTOM_PCPU_EXT_REPORTS_PCPU', '!COMPUTE_STATUS_DISABLED')
+
+    def found(self, held, dedicated, nested=None, isolate=True):
         allocations = {'node': dict(held, MEMORY_MB=512)}
         allocations.update(nested or {})
         return audit.IsolateServer({}, {'uuid': 'node'}, 'why', allocations,
                                    legacy=False, dedicated=dedicated,
-                                   nested=frozenset(nested or ()))
+                                   nested=frozenset(nested or ()),
+                                   isolate=isolate)
 
     def test_dedicated_asks_for_pcpu(self):
         found = self.found({'VCPU': 2}, dedicated=True)
-        self.assertEqual([[{'PCPU': 2, 'MEMORY_MB': 512}]],
+        self.assertEqual([([{'PCPU': 2, 'MEMORY_MB': 512}], self.NO_HT)],
                          audit.destination_requests(found))
-        self.assertEqual([[{'PCPU': 2, 'MEMORY_MB': 512}],
-                          [{'VCPU': 2, 'MEMORY_MB': 512}]],
-                         audit.destination_requests(found, forbid_trait=True))
+        self.assertEqual([([{'PCPU': 2, 'MEMORY_MB': 512}], self.NO_HT),
+                          ([{'VCPU': 2, 'MEMORY_MB': 512}], self.NO_HT)],
+                         audit.destination_requests(found, 'forbid_trait'))
+
+    def test_legacy_only_asks_for_vcpu_of_a_legacy_host(self):
+        """With hyperthreads for isolate, as the scheduler's fallback."""
+        isolate = self.found({'VCPU': 2}, dedicated=True)
+        forbidden = self.found({'VCPU': 2}, dedicated=True, isolate=False)
+        self.assertEqual([([{'PCPU': 2, 'MEMORY_MB': 512}], self.NO_HT),
+                          ([{'VCPU': 2, 'MEMORY_MB': 512}], self.LEGACY)],
+                         audit.destination_requests(isolate, 'legacy_only'))
+        self.assertEqual(
+            ([{'VCPU': 2, 'MEMORY_MB': 512}],
+             self.LEGACY + ('!HW_CPU_HYPERTHREADING',)),
+            audit.destination_requests(forbidden, 'legacy_only')[1])
 
     def test_others_ask_for_what_they_hold(self):
         found = self.found({'VCPU': 1, 'PCPU': 1}, dedicated=False)
-        self.assertEqual([[{'VCPU': 1, 'PCPU': 1, 'MEMORY_MB': 512}]],
-                         audit.destination_requests(found, forbid_trait=True))
+        self.assertEqual(
+            [([{'VCPU': 1, 'PCPU': 1, 'MEMORY_MB': 512}], self.NO_HT)],
+            audit.destination_requests(found, 'legacy_only'))
 
     def test_a_group_per_nested_provider_sharing_ones_unnumbered(self):
         found = self.found({'VCPU': 1}, dedicated=True, nested={
             'gpu2': {'VGPU': 1}, 'gpu1': {'VGPU': 2}})
         found.allocations['nfs'] = {'DISK_GB': 10}
         self.assertEqual(
-            [[{'PCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 10}, {'VGPU': 2},
-              {'VGPU': 1}]], audit.destination_requests(found))
+            [([{'PCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 10}, {'VGPU': 2},
+               {'VGPU': 1}], self.NO_HT)], audit.destination_requests(found))
 
     def test_destination_forbids_hyperthreads_and_disabled(self):
         asked = []
@@ -682,10 +872,9 @@ class DestinationRequestsTest(base.TestCase):
             (groups, root_required)) or ('node2' if len(asked) == 2 else None)
 
         self.assertEqual('node2', audit.destination(
-            placement, self.found({'VCPU': 1}, dedicated=True), True))
+            placement, self.found({'VCPU': 1}, dedicated=True),
+            'forbid_trait'))
         self.assertEqual(
-            [([{'PCPU': 1, 'MEMORY_MB': 512}],
-              ('!HW_CPU_HYPERTHREADING', '!COMPUTE_STATUS_DISABLED')),
-             ([{'VCPU': 1, 'MEMORY_MB': 512}],
-              ('!HW_CPU_HYPERTHREADING', '!COMPUTE_STATUS_DISABLED'))],
+            [([{'PCPU': 1, 'MEMORY_MB': 512}], self.NO_HT),
+             ([{'VCPU': 1, 'MEMORY_MB': 512}], self.NO_HT)],
             asked)

@@ -11,10 +11,12 @@
 # under the License.
 
 import re
+import threading
 from unittest import mock
 import urllib.parse
 
 import ddt
+import fixtures
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 import requests
@@ -25,6 +27,9 @@ from nova_pcpu_ext import exception
 from nova_pcpu_ext.tests.unit import base
 
 ENDPOINT = 'http://api.example'
+#: Where Nova's links point behind a proxy terminating TLS, without
+#: [api] compute_link_prefix: the API's own address, unreachable here.
+NOVA_S_OWN = 'http://nova-api.internal:8774'
 
 
 def adapter(service_type):
@@ -160,6 +165,45 @@ class ServiceErrorTest(base.TestCase):
             'allocation_requests': [], 'provider_summaries': {}})
         self.assertIsNone(self.placement.candidate([{'PCPU': 2}], ()))
 
+    def not_found(self, method, url, detail):
+        """Placement's own 404, as it answers for a missing provider."""
+        self.requests.register_uri(
+            method, ENDPOINT + url, status_code=404, reason='Not Found',
+            json={'errors': [{'status': 404, 'title': 'Not Found',
+                              'detail': 'The resource could not be found.'
+                                        '\n\n %s  ' % detail,
+                              'code': 'placement.undefined_code'}]})
+
+    def test_a_deleted_provider_is_gone(self):
+        rp = '2b0c2e1c-5a55-4f3d-8d47-3a3b1e5a9c11'
+        self.not_found('GET', '/resource_providers/%s/inventories' % rp,
+                       'No resource provider with uuid %s found : No '
+                       'resource provider with uuid %s found' % (rp, rp))
+        self.not_found('GET', '/resource_providers/%s/allocations' % rp,
+                       "Resource provider '%s' not found: No resource "
+                       "provider with uuid %s found" % (rp, rp))
+        self.not_found('PUT', '/resource_providers/%s/inventories' % rp,
+                       'No resource provider with uuid %s found' % rp)
+        for read_only in (False, True):
+            placement = clients.Placement(adapter('placement'), read_only)
+            for call, args in ((placement.inventories, ()),
+                               (placement.allocations, ()),
+                               (placement.replace_inventories, (1, {}))):
+                error = self.assertRaises(exception.ProviderGone, call, rp,
+                                          *args)
+                self.assertEqual(rp, error.uuid)
+                self.assertEqual('placement: resource provider %s was '
+                                 'deleted during the run.' % rp, str(error))
+
+    def test_a_not_found_naming_no_provider_is_an_error(self):
+        """A wrong endpoint path must not make every provider gone."""
+        self.not_found('GET', '/resource_providers/rp/inventories',
+                       'The resource could not be found.')
+        error = self.assertRaises(exception.ServiceError,
+                                  self.placement.inventories, 'rp')
+        self.assertIn('/resource_providers/rp/inventories: 404 Not Found',
+                      str(error))
+
     def test_generation_conflict_is_reported_to_retry(self):
         self.requests.put(
             ENDPOINT + '/resource_providers/rp/inventories', status_code=409,
@@ -194,11 +238,12 @@ class ComputeTest(base.TestCase):
         self.requests.get(url + '&marker=b', json={
             'servers': [self.server('c', first)]})
 
-    def serve(self, servers):
+    def serve(self, servers, max_limit=1000):
         """Answer as Nova does for ``servers`` (UUIDs) sorted by UUID.
 
-        A listing honours ``limit`` and ``marker`` (400 if the marker is
-        none of them); one server is asked about by UUID.
+        A listing honours ``limit`` up to ``max_limit``, and ``marker``
+        (400 if the marker is none of them); a full page links the next at
+        :data:`NOVA_S_OWN`. One server is asked about by UUID.
         """
         servers = sorted(servers)
 
@@ -212,13 +257,13 @@ class ComputeTest(base.TestCase):
                     context.status_code = 400
                     return {'badRequest': {'message': 'marker not found'}}
                 start = servers.index(query['marker'][0]) + 1
-            limit = int(query['limit'][0])
+            limit = min(int(query['limit'][0]), max_limit)
             page = servers[start:start + limit]
             query['marker'] = [page[-1]] if page else []
             links = ([{'rel': 'next', 'href': '%s%s?%s' % (
-                ENDPOINT, request.path, urllib.parse.urlencode(
+                NOVA_S_OWN, request.path, urllib.parse.urlencode(
                     query, doseq=True))}]
-                if start + limit < len(servers) else [])
+                if len(page) == limit else [])
             return {'servers': [self.server(uuid, 'compute1')
                                 for uuid in page], 'servers_links': links}
 
@@ -301,6 +346,56 @@ class ComputeTest(base.TestCase):
         self.assertNotIn('04x', markers)
         self.assertIn('05', markers)
 
+    def test_pages_past_max_limit_at_our_own_url(self):
+        """Nova's [api] max_limit caps each page below the limit asked.
+
+        Each next page is asked at the client's endpoint, with the last
+        server as marker, never at the host Nova's link names.
+        """
+        servers = ['%02d' % n for n in range(5)]
+        self.serve(servers, max_limit=2)
+
+        found = self.compute.servers(set(servers))
+
+        self.assertEqual(set(servers), set(found))
+        self.assertEqual([None, '01', '03'],
+                         [page.get('marker', [None])[0]
+                          for page in self.pages()])
+        self.assertEqual({ENDPOINT}, {
+            '%s://%s' % (r.scheme, r.netloc)
+            for r in self.requests.request_history})
+
+    def test_no_next_link_is_the_last_page(self):
+        url = ENDPOINT + '/servers/detail?all_tenants=1&host=host1'
+        self.requests.get(url, json={'servers': [
+            self.server('a', 'compute1'), self.server('b', 'compute1')]})
+
+        self.assertEqual(['a', 'b'], [s['id'] for s in
+                                      self.compute.servers_on_node(
+                                          'compute1', 'host1')])
+        self.assertEqual(1, len(self.pages()))
+
+    def test_node_hosts_page_by_page(self):
+        """Hypervisors are paged by their UUID, ``id`` from 2.53."""
+        first, second = ('%d1b0a2c4-3e5f-4a6b-8c7d-9e0f1a2b3c4d' % n
+                         for n in (1, 2))
+        url = ENDPOINT + '/os-hypervisors/detail'
+        self.requests.get(url, json={
+            'hypervisors': [{'id': first, 'hypervisor_hostname': 'node1',
+                             'service': {'host': 'host1'}}],
+            'hypervisors_links': [{'rel': 'next', 'href': (
+                NOVA_S_OWN + '/v2.1/os-hypervisors/detail?marker=' +
+                first)}]})
+        self.requests.get(url + '?marker=' + first, json={
+            'hypervisors': [{'id': second, 'hypervisor_hostname': 'node2',
+                             'service': {'host': 'host2'}}]})
+
+        self.assertEqual({'node1': 'host1', 'node2': 'host2'},
+                         self.compute.node_hosts())
+        self.assertEqual(['/os-hypervisors/detail?marker=' + first],
+                         [r.path_url for r in
+                          self.requests.request_history[1:]])
+
     def test_servers_listed_with_their_image_properties_where_offered(self):
         url = ENDPOINT + '/servers/detail?all_tenants=1&host=host1'
         for newest, used in (('2.97', '2.84'), ('2.98', '2.98'),
@@ -365,6 +460,66 @@ class ComputeTest(base.TestCase):
         self.assertEqual(2, self.requests.call_count)
         self.assertEqual('compute 2.35', self.requests.last_request.headers[
             'OpenStack-API-Version'])
+
+    def test_images_are_asked_at_the_same_time(self):
+        """A reader never waits for another image's answer.
+
+        Image ``a`` is answered only once ``b`` has been asked for (the
+        requests themselves are mocked: requests-mock answers one at a
+        time).
+        """
+        a_asked, b_asked = threading.Event(), threading.Event()
+        a_waited = []
+
+        def ask(image_id):
+            if image_id == 'a':
+                a_asked.set()
+                a_waited.append(b_asked.wait(5))
+            else:
+                b_asked.set()
+            return {'id': image_id}
+
+        self.useFixture(fixtures.MockPatchObject(self.compute, '_image',
+                                                 side_effect=ask))
+        reader_a = threading.Thread(target=self.compute.image, args=('a',))
+        reader_a.start()
+        self.addCleanup(reader_a.join)
+        self.assertTrue(a_asked.wait(5))
+
+        self.assertEqual({'id': 'b'}, self.compute.image('b'))
+        reader_a.join(10)
+        self.assertEqual([True], a_waited)
+        self.assertEqual({'id': 'a'}, self.compute.image('a'))
+
+    def test_readers_of_one_image_share_one_request(self):
+        asked, answer = threading.Event(), threading.Event()
+
+        def ask(image_id):
+            asked.set()
+            answer.wait(5)
+            return {'id': image_id}
+
+        fetch = self.useFixture(fixtures.MockPatchObject(
+            self.compute, '_image', side_effect=ask)).mock
+        images = []
+        readers = [threading.Thread(
+            target=lambda: images.append(self.compute.image('i')))
+            for _ in range(3)]
+        readers[0].start()
+        self.assertTrue(asked.wait(5))
+        for reader in readers[1:]:
+            reader.start()
+        answer.set()
+        for reader in readers:
+            reader.join(10)
+
+        self.assertEqual([{'id': 'i'}] * 3, images)
+        fetch.assert_called_once_with('i')
+
+    def test_a_failed_image_read_fails_its_readers(self):
+        self.requests.get(ENDPOINT + '/images/i', status_code=500)
+        for _ in range(2):
+            self.assertRaises(exception.ServiceError, self.compute.image, 'i')
 
     def test_other_not_found_is_an_error(self):
         # What placement answers when reached instead of Nova.

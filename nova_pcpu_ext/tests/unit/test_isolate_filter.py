@@ -11,8 +11,11 @@
 # under the License.
 
 import itertools
+from unittest import mock
 
 import ddt
+import fixtures
+from keystoneauth1 import exceptions as ks_exc
 from nova import objects
 from nova.scheduler import utils as scheduler_utils
 
@@ -75,6 +78,7 @@ class DecisionTest(base.TestCase):
     def setUp(self):
         super().setUp()
         self.filter = isolate_filter.IsolateVcpuFallbackFilter()
+        self.filter._trait_known = True  # see TraitKnownTest
 
     def primary(self, spec):
         return scheduler_utils.ResourceRequest.from_request_spec(spec)
@@ -167,6 +171,48 @@ class DecisionTest(base.TestCase):
         self.assertTrue(isolate_filter.requests_isolate(spec))
         self.assertNotIn(HT, self.fallback(spec).get_request_group(
             None).forbidden_traits)
+
+
+class TraitKnownTest(base.TestCase):
+    """legacy_only makes placement know the trait its queries forbid."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(isolate_fallback_mode='legacy_only')
+        self.put = self.useFixture(fixtures.MockPatch(
+            'nova.scheduler.client.report.report_client_singleton')
+        ).mock.return_value.put
+        self.filter = isolate_filter.IsolateVcpuFallbackFilter()
+        self.context = mock.Mock(global_id='req-1')
+        self.spec = request_spec('dedicated')
+
+    def fallback(self):
+        return self.filter.fallback_request(
+            self.context, self.spec,
+            scheduler_utils.ResourceRequest.from_request_spec(
+                self.spec, enable_pinning_translate=False))
+
+    def test_created_once_a_process(self):
+        self.put.return_value = mock.Mock(status_code=204, __bool__=lambda
+                                          response: True)
+        self.fallback()
+        self.fallback()
+        self.put.assert_called_once_with(
+            '/traits/%s' % pcpu_trait.TRAIT, None, version='1.6',
+            global_request_id='req-1')
+
+    def test_a_failure_is_logged_and_retried(self):
+        self.put.side_effect = [
+            ks_exc.ConnectFailure('refused'),
+            mock.Mock(status_code=503, text='down',
+                      __bool__=lambda response: False),
+            mock.Mock(status_code=201, __bool__=lambda response: True)]
+        for _attempt in range(4):
+            self.assertIn(pcpu_trait.TRAIT, self.fallback().to_querystring())
+        self.assertEqual(3, self.put.call_count)
+        self.assertEqual(2, self.logger.output.count(
+            'Cannot create the trait %s in placement' % pcpu_trait.TRAIT))
+        self.assertIn('(503 down)', self.logger.output)
 
 
 class RecordingFilter(object):

@@ -12,6 +12,8 @@
 
 import argparse
 import io
+import threading
+import time
 from unittest import mock
 
 import ddt
@@ -53,6 +55,19 @@ class ProgressTest(base.TestCase):
 
         self.assertEqual('prog: reading: 2 of 9\nprog: reading: 4 of 9\n'
                          'prog: reading: 5\n', stderr.getvalue())
+
+
+class RunTest(base.TestCase):
+
+    def test_ctrl_c_is_one_line_and_130(self):
+        stderr = self.useFixture(fixtures.MonkeyPatch('sys.stderr',
+                                                      io.StringIO())).new_value
+
+        def interrupted():
+            raise KeyboardInterrupt()
+
+        self.assertEqual(130, common.run('prog', interrupted))
+        self.assertEqual('prog: interrupted\n', stderr.getvalue())
 
 
 class FakePlacement(object):
@@ -110,6 +125,29 @@ class FakeCompute(object):
 
     def action_error(self, uuid, action):
         return None
+
+
+class CtrlCCompute(FakeCompute):
+    """Ctrl-C once server ``slow`` is moving, while ``first`` is read.
+
+    KeyboardInterrupt comes out of the first move's future, which the main
+    thread waits for: where Ctrl-C interrupts it. No signal: one sent just
+    before the main thread blocks would be heard only when it wakes.
+    """
+
+    def __init__(self):
+        super().__init__({'first': 'ACTIVE', 'slow': 'ACTIVE'},
+                         {'slow': 'stay'})
+        self.moving = threading.Event()
+
+    def action(self, uuid, body):
+        super().action(uuid, body)
+        self.moving.set()
+
+    def server(self, uuid):
+        if uuid == 'first' and self.moving.wait(60):
+            raise KeyboardInterrupt()
+        return super().server(uuid)
 
 
 class HealerTest(base.TestCase):
@@ -194,6 +232,28 @@ class HealerTest(base.TestCase):
                             'check it with openstack server show'),
              ('next', 'no-ht', 'healed')],
             self.run_moves(compute, timeout=0))
+
+    def test_ctrl_c_waits_for_no_move_and_starts_none(self):
+        # Polls and a timeout longer than the run may take.
+        self.useFixture(fixtures.MockPatch('nova_pcpu_ext.heal.POLL_INTERVAL',
+                                           60))
+        compute = CtrlCCompute()
+        moves = self.moves(compute)
+        healer = heal.Healer(FakePlacement(compute), compute, timeout=60,
+                             max_parallel=2)
+
+        started = time.monotonic()
+        healer.run(moves)
+
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertTrue(healer.interrupted)
+        self.assertEqual(
+            [('first', '', 'not started: the run was interrupted'),
+             ('slow', 'ht', 'interrupted while running: ACTIVE (migrating) '
+                            'when last seen; check it with openstack server '
+                            'show')],
+            [(m.server, m.to_host, m.result) for m in moves])
+        self.assertEqual([('slow', 'os-migrateLive')], compute.actions)
 
     def test_changed_since_the_run_started(self):
         compute = FakeCompute({'moved': 'ACTIVE', 'stopped': 'ACTIVE',
