@@ -169,7 +169,8 @@ def _summary(findings, what, advice):
 
     Notes (providers deleted during the run) follow, and change no code.
     """
-    notes = _gone_note([f for f in findings if f.severity == audit.NOTE])
+    notes = _deleted_note((f.provider_name, f.provider_uuid)
+                          for f in findings if f.severity == audit.NOTE)
     findings = [f for f in findings if f.severity != audit.NOTE]
     if not findings:
         return upgradecheck.Result(upgradecheck.Code.SUCCESS, notes or None)
@@ -181,13 +182,11 @@ def _summary(findings, what, advice):
         notes))))
 
 
-def _gone_note(notes):
-    """The providers of :func:`~nova_pcpu_ext.audit.gone` notes, or ''."""
-    if not notes:
-        return ''
-    return 'Resource providers deleted during the run, skipped: %s.' % (
-        ', '.join('%s (%s)' % (note.provider_name, note.provider_uuid)
-                  for note in notes))
+def _deleted_note(providers):
+    """The note of ``(name, UUID)`` of providers deleted, skipped, or ''."""
+    listed = ', '.join('%s (%s)' % provider for provider in providers)
+    return ('Resource providers deleted during the run, skipped: %s.' %
+            listed if listed else '')
 
 
 def _server_list(isolate_servers, shown=5):
@@ -360,12 +359,9 @@ def _not_judged_here(scan):
                         moved.server['id'], moved.runs_on,
                         moved.provider['name'], moved.why)
                     for moved in scan.elsewhere[:SHOWN])))
-    if scan.gone:
-        notes.append('Resource providers deleted during the run, '
-                     'skipped: %s.' % ', '.join(
-                         '%s (%s)' % (provider['name'], provider['uuid'])
-                         for provider in scan.gone))
-    return ' '.join(notes)
+    notes.append(_deleted_note((provider['name'], provider['uuid'])
+                               for provider in scan.gone))
+    return ' '.join(filter(None, notes))
 
 
 def _with_notes(result, notes):

@@ -52,7 +52,8 @@ class Command(object):
         self.endpoint = endpoint
         self.compute_endpoint = compute_endpoint
 
-    def __call__(self, *args, nova_conf=None, env=None, extra_conf=''):
+    def argv(self, *args, nova_conf=None, extra_conf=''):
+        """The command line, with a nova.conf written for it."""
         if nova_conf is None:
             nova_conf = ACTIVATED + (
                 '[placement]\nauth_type = admin_token\ntoken = %s\n'
@@ -65,10 +66,13 @@ class Command(object):
         if self.compute_endpoint:
             options += ['--os-compute-endpoint-override',
                         self.compute_endpoint]
+        return [self.script] + options + list(args)
+
+    def __call__(self, *args, nova_conf=None, env=None, extra_conf=''):
         result = subprocess.run(
-            [self.script] + options + list(args), capture_output=True,
-            text=True, timeout=300, env=dict(os.environ, **(env or {})),
-            stdin=subprocess.DEVNULL)
+            self.argv(*args, nova_conf=nova_conf, extra_conf=extra_conf),
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
         self.test.assertNotIn('Traceback', result.stderr)
         return result
 

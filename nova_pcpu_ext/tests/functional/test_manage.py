@@ -867,22 +867,14 @@ class HealIsolateInterruptTest(operator_commands.OperatorCommandTestBase,
     def start_manage(self, *args):
         """The command as a process of its own; its output goes to files."""
         folder = self.useFixture(fixtures.TempDir()).path
-        paths = [os.path.join(folder, name)
-                 for name in ('nova.conf', 'stdout', 'stderr')]
-        with open(paths[0], 'w') as conf:
-            conf.write(operator_commands.ACTIVATED + (
-                '[placement]\nauth_type = admin_token\ntoken = %s\n'
-                'endpoint = %s\n' % (placement_server.TOKEN,
-                                     self.manage.endpoint)))
-        with open(paths[1], 'w') as stdout, open(paths[2], 'w') as stderr:
+        paths = [os.path.join(folder, name) for name in ('stdout', 'stderr')]
+        with open(paths[0], 'w') as stdout, open(paths[1], 'w') as stderr:
             process = subprocess.Popen(
-                [self.manage.script, '--config-file', paths[0],
-                 '--os-compute-endpoint-override',
-                 self.manage.compute_endpoint] + list(args),
-                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+                self.manage.argv(*args), stdin=subprocess.DEVNULL,
+                stdout=stdout, stderr=stderr)
         self.addCleanup(process.wait)
         self.addCleanup(process.kill)
-        return process, paths[1], paths[2]
+        return (process, *paths)
 
     def first_held(self, gates, process, stderr):
         """The server whose migration the hypervisor holds first."""
