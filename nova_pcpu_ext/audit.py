@@ -369,6 +369,9 @@ class IsolateScan:
     elsewhere: list = dataclasses.field(default_factory=list)
     #: Providers deleted while they were scanned.
     gone: list = dataclasses.field(default_factory=list)
+    #: ``{cell: why}`` of the cells whose database did not answer, when
+    #: servers are read from Nova's databases.
+    down_cells: dict = dataclasses.field(default_factory=dict)
 
 
 def _policy(specs, properties, name):
@@ -427,18 +430,20 @@ def _hosts_matching(hosts, host):
 
 
 def isolate_servers(placement, compute, host=None, progress=_quiet,
-                    legacy_hosts=()):
+                    legacy_hosts=(), database=None):
     """An :class:`IsolateScan` of the hyperthreaded hosts.
 
     The consumers of every hyperthreaded provider are read from placement,
-    then found in one listing of the cloud's servers (of the host's, with
-    ``host``); a consumer the listing missed is asked about alone.
+    then found in Nova's databases, or without ``database`` in one listing
+    of the cloud's servers (of the host's, with ``host``); a consumer the
+    listing missed is asked about alone.
 
     :param host: only this compute host (as the Compute API names
         services) or compute node.
     :param legacy_hosts: legacy compute node providers (see
         :func:`compute_nodes`) to scan too: on those without hyperthreads,
         only servers with the ``isolate`` thread policy are kept.
+    :param database: a :class:`~nova_pcpu_ext.nova_db.NovaDatabase`.
     :raises NotFound: if no compute host or node has that name.
     """
     hyperthreaded = placement.providers(required=HYPERTHREADING)
@@ -460,6 +465,10 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
               for consumer in on_provider}
     if not wanted:
         listed = {}
+    elif database:
+        listed = database.servers(wanted, lambda count: progress(
+            'reading servers', count, None))
+        listed.update((consumer, None) for consumer in wanted - set(listed))
     elif host:
         # A provider is named after its compute node; for a node the
         # Compute API does not list, the name is the best guess of its
@@ -492,7 +501,8 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
          for moved in elsewhere],
         [provider for provider, read in zip(targets, consumers)
          if read is None] + [provider for (provider, _consumers), scan
-                             in zip(used, scans) if scan is None])
+                             in zip(used, scans) if scan is None],
+        dict(database.down_cells) if database else {})
 
 
 def _unless_gone(read, *args, **kwargs):

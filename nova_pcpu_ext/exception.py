@@ -37,6 +37,10 @@ class ServiceError(PcpuExtError):
     """Placement or the Compute API failed or could not be reached."""
 
 
+class DatabaseError(PcpuExtError):
+    """Nova's API database could not be read."""
+
+
 class ActionRefused(PcpuExtError):
     """The Compute API refused to start a server action."""
 

@@ -152,10 +152,13 @@ def plan(scan, placement, cold=False, mode='drop', include_legacy=False):
                               result=RESHAPED if found.reshaped else LEGACY))
         else:
             moves.append(_plan_one(found, placement, cold, mode))
-    moves += [Move(consumer, node, 'UNKNOWN', '', result=(
-        'skipped: the Compute API cannot show the server: is its cell '
-        'down?')) for node, consumers in sorted(scan.unseen.items())
-        for consumer in consumers]
+    unseen = ('skipped: its cell did not answer: %s' % '; '.join(
+        '%s: %s' % item for item in sorted(scan.down_cells.items()))
+        if scan.down_cells else
+        'skipped: the Compute API cannot show the server: is its cell down?')
+    moves += [Move(consumer, node, 'UNKNOWN', '', result=unseen)
+              for node, consumers in sorted(scan.unseen.items())
+              for consumer in consumers]
     moves += [Move(moved.server['id'], moved.server.get(
         'OS-EXT-SRV-ATTR:host'), moved.server['status'], '', wanted=False,
         result='skipped: runs on %s, not on %s, whose resources it holds: '

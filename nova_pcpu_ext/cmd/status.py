@@ -36,6 +36,7 @@ from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext import compute
 from nova_pcpu_ext import conf as pcpu_ext_conf
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import nova_db
 from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import scheduler
 
@@ -330,11 +331,19 @@ def _blind_spots(scan, covers=_on_hyperthreaded_hosts):
             False, 'legacy hosts without hyperthreads')):
         on_hosts = unseen[hyperthreaded]
         if on_hosts:
-            notes.append('The Compute API could not show %d servers of %d '
-                         '%s (%s): is a cell down?' % (
-                             sum(map(len, on_hosts.values())), len(on_hosts),
-                             what, ', '.join(sorted(on_hosts))))
+            notes.append('%s %d servers of %d %s (%s)%s' % (
+                'Could not judge' if scan.down_cells else
+                'The Compute API could not show',
+                sum(map(len, on_hosts.values())), len(on_hosts), what,
+                ', '.join(sorted(on_hosts)),
+                _down_cells(scan) or ': is a cell down?'))
     return ' '.join(notes)
+
+
+def _down_cells(scan):
+    """Which cells' databases did not answer, and why, or ''."""
+    return ''.join('; the database of cell %s did not answer: %s.' % item
+                   for item in sorted(scan.down_cells.items()))
 
 
 def _with_blind_spots(result, scan, covers=_on_hyperthreaded_hosts):
@@ -430,7 +439,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
                             scans_legacy_hosts(fallback_mode()) else ())
             self._isolate_scan = audit.isolate_servers(
                 placement, compute_api, progress=self._progress,
-                legacy_hosts=legacy_hosts)
+                legacy_hosts=legacy_hosts, database=nova_db.connect(CONF))
         return self._isolate_scan
 
     def _isolate_check(self, select, judge, covers=_on_hyperthreaded_hosts):

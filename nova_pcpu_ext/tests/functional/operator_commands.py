@@ -23,6 +23,7 @@ import http.server
 import json
 import os
 import socketserver
+import sqlite3
 import subprocess
 import sysconfig
 import threading
@@ -32,6 +33,9 @@ from wsgiref import simple_server
 import fixtures
 from nova.api import wsgi as nova_wsgi
 import nova.conf
+from nova import context as nova_context
+from nova.db.api import api as api_db_api
+from nova.db.main import api as main_db_api
 from nova.tests.functional.api import client as api_client
 import requests
 
@@ -314,3 +318,46 @@ class OperatorCommandTestBase(base.ExtensionTestBase):
         return self.start_host(
             hostname, dict(HYPERTHREADED, cpu_cores=4), dedicated='0-3',
             shared='4-7')
+
+    def nova_databases(self, down=()):
+        """nova.conf lines naming a copy of Nova's databases, taken now.
+
+        Nova's test databases belong to this process (in memory under
+        eventlet); a command reads a copy made with SQLite's backup, its
+        cell mappings pointed at the cells' copies. A cell of ``down``
+        points at a database that cannot be opened.
+        """
+        directory = self.useFixture(fixtures.TempDir()).path
+        connections = {}
+        for name, cell in self.cell_mappings.items():
+            path = os.path.join(directory, name + '.db')
+            with nova_context.target_cell(nova_context.get_admin_context(),
+                                          cell) as cell_context:
+                _copy_sqlite(main_db_api.get_engine(context=cell_context),
+                             path)
+            if name in down:
+                path = os.path.join(directory, 'missing', name + '.db')
+            connections[cell.uuid] = 'sqlite:///' + path
+        api = os.path.join(directory, 'api.db')
+        _copy_sqlite(api_db_api.get_engine(), api)
+        copy = sqlite3.connect(api)
+        with copy:  # one transaction
+            copy.executemany(
+                'UPDATE cell_mappings SET database_connection = ? '
+                'WHERE uuid = ?', [(connection, cell_uuid) for cell_uuid,
+                                   connection in connections.items()])
+        copy.close()
+        return '[api_database]\nconnection = sqlite:///%s\n' % api
+
+
+def _copy_sqlite(engine, path):
+    source = engine.raw_connection()
+    try:
+        # SQLAlchemy 2 names the DB-API connection driver_connection.
+        sqlite_connection = getattr(source, 'driver_connection',
+                                    None) or source.connection
+        target = sqlite3.connect(path)
+        sqlite_connection.backup(target)
+        target.close()
+    finally:
+        source.close()

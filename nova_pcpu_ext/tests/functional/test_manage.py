@@ -444,6 +444,20 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         self.assertEqual((0, 'Nothing found.\n'),
                          (again.returncode, again.stdout))
 
+    def test_servers_read_from_nova_s_databases(self):
+        """Found in a copy of the databases, moved through the API."""
+        server = self.boot(ISOLATE)
+        self.enable_extension()
+        no_ht_rp = self.start_host_without_hyperthreads()
+
+        result, moves = self.heal(extra_conf=self.nova_databases())
+
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual([(server['id'], 'compute1', 'compute2', 'healed')],
+                         [(m['server'], m['from_host'], m['to_host'],
+                           m['result']) for m in moves])
+        self.assertEqual({'PCPU': 1}, self.cpu_usages(no_ht_rp))
+
     def test_each_state_moves_as_nova_allows(self):
         """ACTIVE and PAUSED live, SHUTOFF cold; each ends as it was."""
         active, paused, shutoff, locked = (self.boot(ISOLATE)

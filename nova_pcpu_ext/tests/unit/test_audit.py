@@ -487,8 +487,9 @@ class IsolateServersTest(base.TestCase):
     def test_no_listing_without_consumers(self):
         placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
         compute = FakeCompute([server('a', **ISOLATE)])
-        self.assertEqual(([], {}, frozenset(), [], []), dataclasses.astuple(
-            audit.isolate_servers(placement, compute)))
+        self.assertEqual(([], {}, frozenset(), [], [], {}),
+                         dataclasses.astuple(
+                             audit.isolate_servers(placement, compute)))
         self.assertEqual([], compute.listings)
 
     def test_one_host_listed_alone(self):

@@ -1,0 +1,167 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Servers read from Nova's databases, as ``nova-status`` reads them.
+
+Through Nova's own objects: the instance mappings of the API database
+(``[api_database] connection``) name each server's cell, and each cell's
+database gives its instances with the flavor they were booted with and the
+image properties Nova stored in their system metadata, those of a volume's
+image for a server booted from volume. A server is shown as the Compute
+API shows it at microversion 2.98, so the checks judge both alike; a
+server of a cell whose database does not answer is shown with status
+``UNKNOWN``, as the Compute API shows it, and the cell is named.
+"""
+
+import concurrent.futures
+
+from nova.api.openstack import common as api_common
+from nova import context as nova_context
+from nova.db.api import api as api_db_api
+from nova.db.main import api as main_db_api
+from nova import objects
+import oslo_messaging
+
+from nova_pcpu_ext import exception
+
+#: Servers asked for in one query: well below SQLite's limit of bound
+#: parameters, and few round trips to MySQL.
+BATCH = 500
+#: The prefix of the image properties in an instance's system metadata.
+IMAGE_PREFIX = 'image_'
+NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
+
+
+def connect(conf):
+    """Nova's databases where nova.conf names its API database, or None.
+
+    The same object for every call: Nova's database API is configured
+    once a process.
+    """
+    global _connected
+    if _connected is None and conf.api_database.connection:
+        _connected = NovaDatabase(conf)
+    return _connected
+
+
+_connected = None
+
+
+class NovaDatabase(object):
+    """Nova's servers by UUID, from its API and cell databases."""
+
+    def __init__(self, conf):
+        # One attempt to reach a database: a cell that does not answer is
+        # reported at once, not after oslo.db's retries (100 s by
+        # default); the command writes nothing there.
+        for group in ('database', 'api_database'):
+            conf.set_override('max_retries', 1, group)
+            conf.set_override('retry_interval', 0, group)
+        if not conf.database.connection:
+            # Nova's instance queries pick the SQL of their filters by the
+            # type of [database] connection, unset where nova.conf serves
+            # only the Compute API: take the API database's type.
+            conf.set_override('connection', conf.api_database.connection,
+                              'database')
+        objects.register_all()
+        # Registers [DEFAULT] transport_url, which Nova formats the cell
+        # mappings with, as nova-status's start does; connects nothing.
+        oslo_messaging.TransportURL.parse(conf)
+        api_db_api.configure(conf)
+        self.context = nova_context.get_admin_context()
+        #: ``{cell name: why it did not answer}``.
+        self.down_cells = {}
+
+    def servers(self, wanted, progress=lambda listed: None):
+        """``{UUID: server}`` of the servers of ``wanted`` Nova has.
+
+        Consumers that are no server (a migration's allocation, a deleted
+        server's) are left out, as the Compute API's listing leaves them.
+        """
+        by_cell = {}
+        try:
+            for batch in _batches(sorted(wanted)):
+                for mapping in objects.InstanceMappingList.\
+                        get_by_instance_uuids(self.context, batch):
+                    if mapping.cell_mapping is not None:  # else building
+                        by_cell.setdefault(mapping.cell_mapping.uuid, (
+                            mapping.cell_mapping, []))[1].append(
+                                mapping.instance_uuid)
+        except Exception as error:
+            raise exception.DatabaseError(
+                'Nova\'s API database ([api_database] connection) cannot be '
+                'read: %s' % error)
+        found = {}
+        with concurrent.futures.ThreadPoolExecutor(
+                max(1, len(by_cell))) as pool:
+            reads = {pool.submit(self._read_cell, cell, uuids): (cell, uuids)
+                     for cell, uuids in by_cell.values()}
+            for read in concurrent.futures.as_completed(reads):
+                cell, uuids = reads[read]
+                try:
+                    found.update(read.result())
+                except Exception as error:
+                    self.down_cells[cell.name or cell.uuid] = str(error)
+                    found.update((uuid, {'id': uuid, 'status': 'UNKNOWN'})
+                                 for uuid in uuids)
+                progress(len(found))
+        return found
+
+    def _read_cell(self, cell, uuids):
+        # Targeted at the cell's database alone: Nova's target_cell would
+        # also set up a message transport this command never uses.
+        cell_context = self.context.elevated()
+        cell_context.db_connection = main_db_api.create_context_manager(
+            cell.database_connection)
+        servers = {}
+        for batch in _batches(uuids):
+            servers.update(
+                (instance.uuid, _as_shown(instance)) for instance in
+                objects.InstanceList.get_by_filters(
+                    cell_context, {'uuid': batch, 'deleted': False},
+                    expected_attrs=['flavor', 'system_metadata']))
+        return servers
+
+
+def _batches(items):
+    return [items[start:start + BATCH]
+            for start in range(0, len(items), BATCH)]
+
+
+def _flavor_as_shown(flavor):
+    """A server's flavor as the Compute API shows it since 2.47."""
+    return {'vcpus': flavor.vcpus, 'ram': flavor.memory_mb,
+            'disk': flavor.root_gb, 'ephemeral': flavor.ephemeral_gb,
+            'swap': flavor.swap, 'original_name': flavor.name,
+            'extra_specs': dict(flavor.extra_specs)}
+
+
+def _as_shown(instance):
+    """An instance as the Compute API shows it, with what the checks read."""
+    properties = {key[len(IMAGE_PREFIX):]: value for key, value in
+                  instance.system_metadata.items()
+                  if key.startswith(IMAGE_PREFIX)}
+    return {
+        'id': instance.uuid,
+        'name': instance.display_name,
+        'status': api_common.status_from_state(instance.vm_state,
+                                               instance.task_state),
+        'OS-EXT-STS:task_state': instance.task_state,
+        'OS-EXT-SRV-ATTR:host': instance.host,
+        NODE: instance.node,
+        'locked': instance.locked,
+        'created': instance.created_at.strftime('%Y-%m-%dT%H:%M:%SZ'),
+        'flavor': _flavor_as_shown(instance.flavor),
+        # NOTE: '' for a server booted from volume, whose properties are
+        # its volume's image's.
+        'image': {'id': instance.image_ref, 'properties': properties},
+    }

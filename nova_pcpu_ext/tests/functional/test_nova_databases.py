@@ -1,0 +1,178 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The operator commands read servers from Nova's databases.
+
+Where nova.conf names ``[api_database] connection``, as ``nova-status``
+reads it. Stock Nova without its late check leaves the bug's victims.
+"""
+
+from nova_pcpu_ext.tests.functional import base  # noqa: F401  isort:skip
+
+import json
+import uuid
+
+import fixtures
+import nova.conf
+from nova.tests import fixtures as nova_fixtures
+import sqlalchemy
+
+from nova_pcpu_ext import nova_db
+from nova_pcpu_ext.tests.functional.base import DEDICATED
+from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
+from nova_pcpu_ext.tests.functional.base import ISOLATE
+from nova_pcpu_ext.tests.functional import operator_commands
+from nova_pcpu_ext.tests.functional.test_status import check
+from nova_pcpu_ext.tests.functional.test_status import CHECKS
+
+ON_HT = CHECKS[3]
+#: What the image of the volume booted from asks for.
+ISOLATE_IMAGE = {'hw_cpu_policy': 'dedicated',
+                 'hw_cpu_thread_policy': 'isolate'}
+
+
+class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
+
+    extension = False
+
+    def setUp(self):
+        super().setUp()
+        # Six dedicated cores: each isolate server takes a whole one.
+        self.start_host('compute1', dict(HYPERTHREADED, cpu_cores=7),
+                        dedicated='0-11', shared='12-13')
+
+    def heal_dry_run(self, extra_conf=''):
+        result = self.manage('heal', 'isolate', '--dry-run', '--format',
+                             'json', extra_conf=extra_conf)
+        self.assertTrue(result.stdout, result.stderr)
+        return result.returncode, json.loads(result.stdout)
+
+    def boot_from_isolate_volume(self):
+        """A server booted from a volume whose image forbids hyperthreads.
+
+        Nova keeps the volume's image properties in the server's system
+        metadata, which no microversion of the Compute API shows.
+        """
+        volume = nova_fixtures.CinderFixture.IMAGE_BACKED_VOL
+
+        def get(_api, *args, **kwargs):
+            found = self.cinder.fake_get(*args, **kwargs)
+            if found['id'] == volume:
+                found['volume_image_metadata'].update(ISOLATE_IMAGE)
+            return found
+
+        self.useFixture(fixtures.MonkeyPatch('nova.volume.cinder.API.get',
+                                             get))
+        server = self._build_server(image_uuid='', flavor_id=(
+            self._create_flavor()))
+        server['block_device_mapping_v2'] = [{
+            'boot_index': 0, 'uuid': volume, 'source_type': 'volume',
+            'destination_type': 'volume'}]
+        return self._wait_for_state_change(
+            self.api.post_server({'server': server}), 'ACTIVE')
+
+    def test_a_server_booted_from_volume(self):
+        server = self.boot_from_isolate_volume()
+
+        _code, through_api = check(self.status)
+        code, checks = check(self.status, extra_conf=self.nova_databases())
+
+        # The Compute API shows no image properties of such a server.
+        self.assertEqual((0, None), through_api[ON_HT])
+        self.assertEqual(2, code)
+        self.assertEqual(2, checks[ON_HT][0])
+        self.assertIn('1 servers that forbid hyperthreads run on '
+                      'hyperthreaded hosts (bug 1889633): %s on compute1 '
+                      '(image hw_cpu_thread_policy=isolate)' % server['id'],
+                      checks[ON_HT][1])
+
+    def test_the_same_findings_as_through_the_compute_api(self):
+        self.boot(ISOLATE)
+        self.boot(dict(DEDICATED, **{'hw:cpu_thread_policy': 'prefer'}))
+        self.boot({})
+        databases = self.nova_databases()
+
+        self.assertEqual(check(self.status),
+                         check(self.status, extra_conf=databases))
+        self.assertEqual(self.heal_dry_run(),
+                         self.heal_dry_run(databases))
+
+    def test_a_cell_that_does_not_answer(self):
+        server = self.boot(ISOLATE)
+        # The build goes on after ACTIVE (it tells the scheduler).
+        self._wait_for_instance_action_event(
+            server, 'create', 'compute__do_build_and_run_instance', 'success')
+        databases = self.nova_databases(down=['cell1'])
+
+        code, checks = check(self.status, extra_conf=databases)
+        heal_code, rows = self.heal_dry_run(databases)
+
+        self.assertEqual(1, code, checks)
+        result, details = checks[ON_HT]
+        self.assertEqual(1, result)
+        self.assertTrue(details.startswith(
+            'Could not judge 1 servers of 1 hyperthreaded hosts (compute1); '
+            'the database of cell cell1 did not answer: '), details)
+        self.assertEqual(1, heal_code)
+        row, = rows
+        self.assertEqual(server['id'], row['server'])
+        self.assertTrue(row['result'].startswith(
+            'skipped: its cell did not answer: cell1: '), row)
+
+    def test_an_api_database_that_cannot_be_read(self):
+        self.boot(ISOLATE)
+        result = self.status('upgrade', 'check', '--json', extra_conf=(
+            '[api_database]\nconnection = sqlite:////nonexistent/api.db\n'))
+
+        checks = {c['check']: (c['result'], c['details']) for c in
+                  json.loads(result.stdout)['checks']}
+        self.assertEqual(2, result.returncode)
+        self.assertEqual(2, checks[ON_HT][0])
+        self.assertTrue(checks[ON_HT][1].startswith(
+            "Nova's API database ([api_database] connection) cannot be "
+            "read: "), checks[ON_HT][1])
+        # Placement's checks do not need it.
+        self.assertEqual(0, checks[CHECKS[1]][0])
+
+    def test_statements_do_not_grow_with_the_servers(self):
+        """Three queries up to a batch of servers, whatever their number."""
+        # In this process, where Nova's fixtures configured the databases.
+        self.useFixture(fixtures.MockPatch('nova.db.api.api.configure'))
+        database = nova_db.NovaDatabase(nova.conf.CONF)
+        statements = []
+
+        def count(_connection, _cursor, statement, *_args):
+            if 'instance' in statement:
+                statements.append(statement)
+
+        sqlalchemy.event.listen(sqlalchemy.engine.Engine,
+                                'before_cursor_execute', count)
+        self.addCleanup(sqlalchemy.event.remove, sqlalchemy.engine.Engine,
+                        'before_cursor_execute', count)
+        servers = [self.boot(ISOLATE), self.boot({}), self.boot({})]
+        for server in servers:
+            self._wait_for_instance_action_event(
+                server, 'create', 'compute__do_build_and_run_instance',
+                'success')
+
+        read = {}
+        for how_many in (1, 3):
+            del statements[:]
+            wanted = {server['id'] for server in servers[:how_many]}
+            found = database.servers(wanted | {str(uuid.uuid4())})
+            read[how_many] = len(statements), sorted(found)
+
+        # The instance mappings; the instances with their flavors, then
+        # their system metadata (Nova's selectin load).
+        self.assertEqual((3, sorted(server['id'] for server in servers)),
+                         read[3])
+        self.assertEqual(3, read[1][0])
