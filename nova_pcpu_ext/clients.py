@@ -20,12 +20,15 @@ number of times (see :data:`RETRIES`).
 
 import concurrent.futures
 import copy
+import os
 import threading
 import urllib.parse
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+import openstack.config
+import openstack.exceptions
 from oslo_config import cfg
 
 from nova_pcpu_ext import exception
@@ -70,6 +73,11 @@ CLI_OPTS = [
     cfg.StrOpt('os-compute-endpoint-override', metavar='URL',
                help='URL of the Compute API instead of the service '
                     'catalog\'s, given before the command.'),
+    cfg.StrOpt('os-cloud', metavar='NAME', default=os.environ.get('OS_CLOUD'),
+               help='Use the Compute API as this cloud of clouds.yaml '
+                    '(envvars: the OS_* variables), so that Nova records '
+                    'who moved what; default: $OS_CLOUD, else the '
+                    '[placement] credentials. Given before the command.'),
 ]
 
 
@@ -77,7 +85,8 @@ def connect(conf, read_only=False):
     """The placement and Compute API clients, from ``[placement]``.
 
     Both use the credentials, session and interface of nova.conf's
-    ``[placement]``, as Nova's own commands do.
+    ``[placement]``, as Nova's own commands do; the Compute API those of
+    the operator's cloud in clouds.yaml where ``--os-cloud`` names one.
 
     :param read_only: for a command that writes nothing: placement's
         answers are read once and kept.
@@ -96,23 +105,14 @@ def connect(conf, read_only=False):
         raise exception.InvalidConfig(
             'no credentials: set auth_type and its options in [placement] '
             'of nova.conf')
-    if session.timeout is None:
-        session.timeout = DEFAULT_TIMEOUT
-    for http_adapter in session.session.adapters.values():
-        # Rebuilt with room for every reader; TLS settings stay.
-        http_adapter.init_poolmanager(READERS, READERS)
-    try:
-        # Once, up front: a failure here is the identity service's.
-        session.get_token(auth)
-    except ks_exc.ClientException as error:
-        raise exception.ServiceError(
-            'identity: cannot authenticate: %s. Check the credentials in '
-            '[placement] and the identity service they name.' %
-            reason(error))
-    compute = ks_adapter.Adapter(
-        session, auth=auth, service_type='compute',
-        region_name=placement.region_name, interface=placement.interface,
-        endpoint_override=conf.os_compute_endpoint_override)
+    _authenticated(session, '[placement]')
+    if conf.os_cloud:
+        compute = _operator_compute(conf)
+    else:
+        compute = ks_adapter.Adapter(
+            session, auth=auth, service_type='compute',
+            region_name=placement.region_name, interface=placement.interface,
+            endpoint_override=conf.os_compute_endpoint_override)
     for adapter in (placement, compute):
         if adapter.connect_retries is None:
             adapter.connect_retries = RETRIES
@@ -120,6 +120,41 @@ def connect(conf, read_only=False):
             adapter.status_code_retries = RETRIES
         adapter.retriable_status_codes = list(RETRIABLE_STATUS_CODES)
     return Placement(placement, read_only), Compute(compute)
+
+
+def _operator_compute(conf):
+    """The Compute API as the operator's cloud of clouds.yaml."""
+    try:
+        cloud = openstack.config.get_cloud_region(cloud=conf.os_cloud)
+        session = cloud.get_session()
+    except (openstack.exceptions.SDKException,
+            ks_exc.ClientException) as error:
+        raise exception.InvalidConfig('--os-cloud %s: %s' % (
+            conf.os_cloud, error))
+    _authenticated(session, 'cloud %s of clouds.yaml' % conf.os_cloud)
+    return ks_adapter.Adapter(
+        session, service_type='compute',
+        region_name=cloud.get_region_name('compute'),
+        interface=cloud.get_interface('compute'),
+        endpoint_override=(conf.os_compute_endpoint_override or
+                           cloud.get_endpoint('compute')))
+
+
+def _authenticated(session, credentials):
+    """``session``, ready for the readers, its token taken."""
+    if session.timeout is None:
+        session.timeout = DEFAULT_TIMEOUT
+    for http_adapter in session.session.adapters.values():
+        # Rebuilt with room for every reader; TLS settings stay.
+        http_adapter.init_poolmanager(READERS, READERS)
+    try:
+        # Once, up front: a failure here is the identity service's.
+        session.get_token()
+    except ks_exc.ClientException as error:
+        raise exception.ServiceError(
+            'identity: cannot authenticate: %s. Check the credentials in '
+            '%s and the identity service they name.' % (
+                reason(error), credentials))
 
 
 class Service(object):

@@ -30,8 +30,11 @@ from nova.db.api import api as api_db_api
 from nova.db.main import api as main_db_api
 from nova import objects
 import oslo_messaging
+from oslo_utils import importutils
 
 from nova_pcpu_ext import exception
+
+profiler_opts = importutils.try_import('osprofiler.opts')
 
 #: Servers asked for in one query: well below SQLite's limit of bound
 #: parameters, and few round trips to MySQL.
@@ -42,13 +45,13 @@ NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
 
 
 def connect(conf):
-    """Nova's databases where nova.conf names its API database, or None.
+    """The :class:`NovaDatabase` of this process.
 
-    The same object for every call: Nova's database API is configured
-    once a process.
+    The same for every call: Nova's database API is configured once a
+    process.
     """
     global _connected
-    if _connected is None and conf.api_database.connection:
+    if _connected is None:
         _connected = NovaDatabase(conf)
     return _connected
 
@@ -72,6 +75,10 @@ class NovaDatabase(object):
             # only the Compute API: take the API database's type.
             conf.set_override('connection', conf.api_database.connection,
                               'database')
+        if profiler_opts:
+            # Registers [profiler], which Nova's database API reads where
+            # osprofiler is installed, as Nova's own start does.
+            profiler_opts.set_defaults(conf)
         objects.register_all()
         # Registers [DEFAULT] transport_url, which Nova formats the cell
         # mappings with, as nova-status's start does; connects nothing.

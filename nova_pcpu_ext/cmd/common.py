@@ -63,6 +63,19 @@ def run(prog, command):
         return INTERRUPTED
 
 
+def nova_database(conf):
+    """Nova's databases where nova.conf names its API database, or None.
+
+    Imported only then: Nova's objects take a second to import, and
+    eventlet with them, whose warnings would break the one-line errors of
+    commands that read no server; :func:`run` reports warnings as logs.
+    """
+    if not conf.api_database.connection:
+        return None
+    from nova_pcpu_ext import nova_db
+    return nova_db.connect(conf)
+
+
 def table(headings, rows):
     result = prettytable.PrettyTable(headings, hrules=prettytable.ALL,
                                      max_width=40, align='l')

@@ -44,7 +44,6 @@ from nova_pcpu_ext import audit
 from nova_pcpu_ext import clients
 from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext import heal
-from nova_pcpu_ext import nova_db
 
 CONF = nova.conf.CONF
 PROG = 'nova-pcpu-ext-manage'
@@ -111,7 +110,7 @@ def heal_isolate(args):
     placement, compute = clients.connect(CONF)
     scan = audit.isolate_servers(placement, compute, args.compute_node,
                                  common.Progress(PROG),
-                                 database=nova_db.connect(CONF))
+                                 database=common.nova_database(CONF))
     moves = heal.plan(scan, placement, args.cold,
                       mode=CONF.pcpu_ext.isolate_fallback_mode,
                       include_legacy=args.include_legacy)

@@ -36,7 +36,6 @@ from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext import compute
 from nova_pcpu_ext import conf as pcpu_ext_conf
 from nova_pcpu_ext import exception
-from nova_pcpu_ext import nova_db
 from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import scheduler
 
@@ -439,7 +438,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
                             scans_legacy_hosts(fallback_mode()) else ())
             self._isolate_scan = audit.isolate_servers(
                 placement, compute_api, progress=self._progress,
-                legacy_hosts=legacy_hosts, database=nova_db.connect(CONF))
+                legacy_hosts=legacy_hosts, database=common.nova_database(CONF))
         return self._isolate_scan
 
     def _isolate_check(self, select, judge, covers=_on_hyperthreaded_hosts):

@@ -258,11 +258,24 @@ class ComputeApiOverHttp(fixtures.Fixture):
     """The in-process Compute API, served on loopback.
 
     Nova's OSAPIFixture stubs keystonemiddleware; this plays its part for
-    callers over HTTP: the admin token becomes the admin identity headers
-    the stubbed context middleware reads, any other token gets a 401.
+    callers over HTTP: the admin token, or :data:`OPERATOR_TOKEN`, becomes
+    the identity headers of an admin (``admin`` or ``operator``) the
+    stubbed context middleware reads, any other token gets a 401.
     """
 
+    OPERATOR_TOKEN = 'operator-token'
+
     def _setUp(self):
+        # An admin by role, as Nova's policy judges it, not by the user
+        # name ``admin`` as Nova's stub of the context middleware does.
+        def context_of(env, **kwargs):
+            roles = env['HTTP_X_ROLES'].split(',')
+            return nova_context.RequestContext(
+                env['HTTP_X_AUTH_USER'], env['HTTP_X_AUTH_PROJECT_ID'],
+                is_admin='admin' in roles, roles=roles, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.api.auth.NovaKeystoneContext._create_context', context_of))
         app = nova_wsgi.Loader().load_app('osapi_compute')
         #: The path and query of every request, in order.
         self.requests = []
@@ -271,10 +284,12 @@ class ComputeApiOverHttp(fixtures.Fixture):
             self.requests.append(environ['PATH_INFO'] + (
                 '?' + environ['QUERY_STRING'] if environ.get('QUERY_STRING')
                 else ''))
-            if environ.get('HTTP_X_AUTH_TOKEN') != TOKEN:
+            user = {TOKEN: 'admin', self.OPERATOR_TOKEN: 'operator'}.get(
+                environ.get('HTTP_X_AUTH_TOKEN'))
+            if user is None:
                 start_response('401 Unauthorized', [])
                 return [b'']
-            environ.update(HTTP_X_AUTH_USER='admin', HTTP_X_USER_ID='admin',
+            environ.update(HTTP_X_AUTH_USER=user, HTTP_X_USER_ID=user,
                            HTTP_X_AUTH_PROJECT_ID='admin',
                            HTTP_X_ROLES='admin,member,reader')
             return app(environ, start_response)

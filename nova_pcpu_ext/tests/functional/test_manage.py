@@ -458,6 +458,34 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
                            m['result']) for m in moves])
         self.assertEqual({'PCPU': 1}, self.cpu_usages(no_ht_rp))
 
+    def test_moves_made_as_the_operator(self):
+        """Nova records the cloud of clouds.yaml as the mover."""
+        server = self.boot(ISOLATE)
+        self.enable_extension()
+        self.start_host_without_hyperthreads()
+        clouds = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                              'clouds.yaml')
+        with open(clouds, 'w') as out:
+            json.dump({'clouds': {'operator': {
+                'auth_type': 'admin_token', 'auth': {
+                    'endpoint': self.compute_api.endpoint,
+                    'token': self.compute_api.OPERATOR_TOKEN}}}}, out)
+
+        unknown = self.manage('--os-cloud', 'nowhere', 'heal', 'isolate',
+                              env={'OS_CLIENT_CONFIG_FILE': clouds})
+        result, moves = self.heal(env={'OS_CLIENT_CONFIG_FILE': clouds,
+                                       'OS_CLOUD': 'operator'})
+
+        operator_commands.assert_one_line_error(
+            self, unknown, 'nova-pcpu-ext-manage', '--os-cloud nowhere: ')
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual(['healed'], [move['result'] for move in moves])
+        # The [placement] credentials' user is ``admin``.
+        self.assertEqual(['operator'], [
+            action['user_id'] for action in
+            self.api.get_instance_actions(server['id'])
+            if action['action'] == 'live-migration'])
+
     def test_each_state_moves_as_nova_allows(self):
         """ACTIVE and PAUSED live, SHUTOFF cold; each ends as it was."""
         active, paused, shutoff, locked = (self.boot(ISOLATE)

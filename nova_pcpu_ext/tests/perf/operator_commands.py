@@ -26,17 +26,47 @@ hosts (service, compute node, host mapping, resource provider with
 (instance with its flavor, the image properties Nova stores, info cache,
 instance mapping, request spec, allocation). One server in ten forbids
 hyperthreads and consumes ``VCPU`` (bug 1889633); one allocation in a
-hundred belongs to no server, as a migration's does. Then runs ``upgrade
-check``, ``placement audit`` and ``heal isolate --dry-run`` as processes,
-this checkout's code and, with ``--old``, the package at that git ref, and
-prints per command the wall time, the CPU time it and each service used,
-and, from the services' access logs, the requests per endpoint with their
-p50 and p95 latency. The findings of old and new must be the same.
+hundred belongs to no server, as a migration's does.
+
+Beside the bulk, :data:`CASE_SERVERS` servers of each correctness case
+(``--hosts`` 2 at least), every one on a hyperthreaded host:
+
+* booted from volume (no image), forbidding hyperthreads only through
+  the volume's image properties, which Nova keeps in the instance's system
+  metadata (``image_hw_cpu_thread_policy=isolate``), consuming ``VCPU``;
+* isolate, whose flavor was deleted after boot;
+* isolate, whose flavor's extra specs were removed after boot, and shared,
+  whose flavor was made isolate after boot: the flavor embedded in the
+  instance keeps what the server was booted with;
+* isolate, evacuated: running on another host than the one whose provider
+  holds its allocation (an evacuation ``done``, its source compute not
+  started again).
+
+Then runs ``upgrade check``, ``placement audit`` and ``heal isolate
+--dry-run`` as processes, this checkout's code and, with ``--old``, the
+package at that git ref, on a nova.conf with the Nova databases
+(``[api_database]`` and ``[database] connection``), which code that reads
+servers through the Compute API ignores. Prints per command the wall
+time, the CPU time it and each service used, the SQL statements MariaDB
+was sent meanwhile (by the services and the command), and, from the
+services' access logs, the requests per endpoint with their p50 and p95
+latency.
+
+The findings of old and new must be the same but for what only code
+reading Nova's databases can see. The Compute API shows a server's
+embedded flavor and the node it runs on, so both find the isolate servers
+whose flavor was deleted or made shared, neither the one made isolate,
+and both judge an evacuated server where it runs. It shows no image
+properties of a server booted from volume: reading the databases finds
+those too, in the isolate check of ``upgrade check`` (its count of
+servers) and as rows of ``heal isolate``. Anything else that differs
+fails the run.
 """
 
 import argparse
 import collections
 import concurrent.futures
+import configparser
 import json
 import os
 import re
@@ -47,6 +77,7 @@ import tempfile
 import time
 import uuid
 
+import pymysql
 import requests
 
 from nova_pcpu_ext.tests.cloud import backing
@@ -65,6 +96,27 @@ ISOLATE_EVERY = 10
 MIGRATION_EVERY = 100
 #: Consumers per POST /allocations while seeding.
 BATCH = 200
+#: Servers of each correctness case.
+CASE_SERVERS = 3
+FROM_VOLUME = 'isolate by volume image, booted from volume'
+FLAVOR_DELETED = 'isolate, flavor deleted after boot'
+MADE_SHARED = 'isolate, flavor made shared after boot'
+MADE_ISOLATE = 'shared, flavor made isolate after boot'
+EVACUATED = 'isolate, evacuated'
+#: The extra specs of each case's flavor when its servers were booted.
+CASES = {FROM_VOLUME: {}, FLAVOR_DELETED: ISOLATE, MADE_SHARED: ISOLATE,
+         MADE_ISOLATE: {}, EVACUATED: ISOLATE}
+#: The volume's image metadata a server booted from volume was created
+#: with: no image ID.
+VOLUME_IMAGE = {'properties': {'hw_cpu_thread_policy': 'isolate',
+                               'hw_cpu_policy': 'dedicated'}}
+SERVER = {'VCPU': 2, 'MEMORY_MB': 2048, 'DISK_GB': 10}
+#: What a server booted from volume holds: its disk is the volume's.
+VOLUME_SERVER = {'VCPU': 2, 'MEMORY_MB': 2048}
+ISOLATE_CHECK = 'Servers that forbid hyperthreads on hyperthreaded hosts'
+#: The commands that judge servers: only the new code sees those booted
+#: from volume.
+JUDGE_SERVERS = ('upgrade check', 'heal isolate --dry-run')
 COMMANDS = (
     ('upgrade check', 'status', ['upgrade', 'check', '--json']),
     ('placement audit', 'manage', ['placement', 'audit', '--format',
@@ -101,6 +153,7 @@ class SeededCloud:
     def start(self):
         db = backing.MariaDB(self.procs, self.dir, self.ports['mariadb'])
         db.start()
+        self.statements = StatementCounter(db.port)
         self.shared = deploy.SharedServices(self.procs, self.dir, db,
                                             self.ports)
         self.nova = deploy.NovaDeployment(
@@ -141,17 +194,21 @@ class SeededCloud:
         seeder = NovaSeeder(self.nova.nova_conf, self.image_id)
         seeder.add_hosts(providers)
         consumers = seeder.add_servers(nodes, servers)
+        case_consumers, cases = seeder.add_cases(nodes)
+        #: Servers only code reading Nova's databases can see.
+        self.from_volume = frozenset(cases[FROM_VOLUME])
         migrations = [(str(uuid.uuid4()), {'VCPU': 1}, node) for node in
                       nodes[::max(1, hosts * MIGRATION_EVERY // servers)]]
-        allocations = consumers + migrations
+        allocations = consumers + case_consumers + migrations
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(
                 lambda start: self._allocate(
                     allocations[start:start + BATCH], providers),
                 range(0, len(allocations), BATCH)))
-        return {'hosts': hosts, 'servers': servers,
-                'isolate servers on VCPU': -(-servers // ISOLATE_EVERY),
-                'consumers that are no server': len(migrations)}
+        return dict({'hosts': hosts, 'servers': servers,
+                     'isolate servers on VCPU': -(-servers // ISOLATE_EVERY),
+                     'consumers that are no server': len(migrations)},
+                    **{case: len(found) for case, found in cases.items()})
 
     def _provider(self, node):
         rp_uuid = str(uuid.uuid4())
@@ -185,8 +242,16 @@ class SeededCloud:
         return self.placement('POST', '/allocations', body)
 
     def commands_conf(self):
+        """The commands' nova.conf: placement's, and Nova's databases."""
+        nova_conf = configparser.ConfigParser(interpolation=None)
+        nova_conf.read(self.nova.nova_conf)
         path = os.path.join(self.dir, 'commands.conf')
         deploy.write_conf(path, {
+            # The connections alone: configparser's sections hold
+            # DEFAULT's options too.
+            'api_database': {
+                'connection': nova_conf['api_database']['connection']},
+            'database': {'connection': nova_conf['database']['connection']},
             'filter_scheduler': {
                 'available_filters': 'nova_pcpu_ext.scheduler.activate'},
             'placement': {
@@ -207,13 +272,16 @@ class SeededCloud:
         return used
 
     def run(self, code_dir, command, args, conf):
-        """Wall time, exit code, stdout, requests and CPU of one command.
+        """Wall time, exit code, stdout, requests, CPU, SQL of one command.
 
-        CPU: ``{service or 'command': seconds}`` used while it ran.
+        CPU: ``{service or 'command': seconds}`` used while it ran. SQL: the
+        statements MariaDB was sent meanwhile, by the services and the
+        command.
         """
         offsets = {service: os.path.getsize(path)
                    for service, path in self.access_logs.items()}
         cpu_before = self.cpu_seconds()
+        statements = self.statements.sent()
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         argv = [sys.executable, '-c',
                 'import sys; from nova_pcpu_ext.cmd.%s import main; '
@@ -233,7 +301,33 @@ class SeededCloud:
         time.sleep(1)  # gunicorn logs a request after answering it
         return wall, result, {
             service: access_records(path, offsets[service])
-            for service, path in self.access_logs.items()}, cpu
+            for service, path in self.access_logs.items()}, cpu, \
+            self.statements.since(statements)
+
+
+class StatementCounter:
+    """MariaDB's count of the statements its clients sent (``Questions``).
+
+    Read on one connection kept open: a new one would send statements of
+    its own.
+    """
+
+    def __init__(self, port):
+        self.connection = pymysql.connect(
+            host='127.0.0.1', port=port, user=backing.DB_USER,
+            password=backing.DB_PASSWORD, autocommit=True)
+        # A reading counts itself.
+        first = self.sent()
+        self.own = self.sent() - first
+
+    def sent(self):
+        with self.connection.cursor() as cursor:
+            cursor.execute("SHOW GLOBAL STATUS LIKE 'Questions'")
+            return int(cursor.fetchone()[1])
+
+    def since(self, before):
+        """Statements sent since reading ``before``, the readings' not."""
+        return self.sent() - before - self.own
 
 
 class NovaSeeder:
@@ -288,29 +382,95 @@ class NovaSeeder:
         flavor.create()
         return flavor
 
+    def _image(self):
+        return {'id': self.image_id, 'properties': {
+            'hw_machine_type': 'q35', 'hw_disk_bus': 'virtio'}}
+
     def add_servers(self, nodes, count):
         """``[(server, resources it holds, node)]`` of new servers."""
         flavors = [self._flavor('isolate', ISOLATE), self._flavor('shared',
                                                                   {})]
-        image = {'id': self.image_id, 'properties': {
-            'hw_machine_type': 'q35', 'hw_disk_bus': 'virtio'}}
         servers = [(str(uuid.uuid4()), nodes[n % len(nodes)],
-                    flavors[0] if n % ISOLATE_EVERY == 0 else flavors[1])
-                   for n in range(count)]
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda server: self._server(image, *server),
-                          servers))
-        return [(server, {'VCPU': 2, 'MEMORY_MB': 2048, 'DISK_GB': 10},
-                 node) for server, node, _flavor in servers]
+                    flavors[0] if n % ISOLATE_EVERY == 0 else flavors[1],
+                    self._image()) for n in range(count)]
+        self._create(servers)
+        return [(server, SERVER, node) for server, node, _f, _i in servers]
 
-    def _server(self, image, server, node, flavor):
+    def _create(self, servers):
+        """Create ``[(server, node, flavor, image)]``."""
+        # The first alone: it creates the default security group of the
+        # admin context's project, None. Created in parallel, the group
+        # would be there twice (a unique key lets NULLs repeat), which Nova
+        # then fails to read.
+        self._server(*servers[0])
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda server: self._server(*server),
+                          servers[1:]))
+
+    def add_cases(self, nodes):
+        """The servers of each correctness case.
+
+        ``([(server, resources it holds, node)], {case: [server]})``: an
+        evacuated server holds resources of the node before the one it
+        runs on.
+        """
+        flavors = {case: self._flavor('case%d' % n, specs) for n, (
+            case, specs) in enumerate(CASES.items())}
+        cases = collections.defaultdict(list)
+        created, consumers, evacuations = [], [], []
+        for case, flavor in flavors.items():
+            volume = case == FROM_VOLUME
+            for n in range(CASE_SERVERS):
+                server = str(uuid.uuid4())
+                held = nodes[n % len(nodes)]
+                runs_on = (nodes[(n + 1) % len(nodes)] if case == EVACUATED
+                           else held)
+                created.append((server, runs_on, flavor,
+                                VOLUME_IMAGE if volume else self._image()))
+                consumers.append((server, VOLUME_SERVER if volume
+                                  else SERVER, held))
+                cases[case].append(server)
+                if case == EVACUATED:
+                    evacuations.append((server, flavor, held, runs_on))
+        self._create(created)
+        self._change_after_boot(flavors)
+        for evacuation in evacuations:
+            self._evacuation(*evacuation)
+        return consumers, dict(cases)
+
+    @staticmethod
+    def _change_after_boot(flavors):
+        """Change the flavors of the cases; instances keep theirs."""
+        flavors[FLAVOR_DELETED].destroy()
+        flavors[MADE_SHARED].extra_specs = {}
+        flavors[MADE_SHARED].save()
+        flavors[MADE_ISOLATE].extra_specs = dict(ISOLATE)
+        flavors[MADE_ISOLATE].save()
+
+    def _evacuation(self, server, flavor, source, node):
+        """The record of an evacuation of ``server`` to ``node``, done."""
+        with self.context.target_cell(self.admin, self.cell) as cctxt:
+            self.objects.Migration(
+                cctxt, instance_uuid=server, migration_type='evacuation',
+                status='done', source_compute=source, source_node=source,
+                dest_compute=node, dest_node=node,
+                dest_compute_id=self.nodes[node],
+                old_instance_type_id=flavor.id,
+                new_instance_type_id=flavor.id,
+                project_id='project-%s' % node,
+                user_id='user-%s' % node).create()
+
+    def _server(self, server, node, flavor, image):
         objects = self.objects
         project, user = 'project-%s' % node, 'user-%s' % node
+        # Booted from volume: no image, the volume's image metadata in
+        # its place.
+        image_ref = image.get('id', '')
         with self.context.target_cell(self.admin, self.cell) as cctxt:
             objects.Instance(
                 cctxt, uuid=server, project_id=project, user_id=user,
                 host=node, node=node, compute_id=self.nodes[node],
-                vm_state='active', power_state=1, image_ref=self.image_id,
+                vm_state='active', power_state=1, image_ref=image_ref,
                 flavor=flavor, old_flavor=None, new_flavor=None,
                 instance_type_id=flavor.id, vcpus=flavor.vcpus,
                 memory_mb=flavor.memory_mb, root_gb=flavor.root_gb,
@@ -319,6 +479,12 @@ class NovaSeeder:
                     image, flavor),
                 info_cache=objects.InstanceInfoCache(
                     network_info=self.network_model.NetworkInfo())).create()
+            if not image_ref:
+                objects.BlockDeviceMapping(
+                    cctxt, instance_uuid=server, source_type='volume',
+                    destination_type='volume', volume_id=str(uuid.uuid4()),
+                    boot_index=0, device_name='/dev/vda',
+                    delete_on_termination=False).create()
         objects.InstanceMapping(
             self.admin, instance_uuid=server, cell_mapping=self.cell,
             project_id=project, user_id=user,
@@ -368,20 +534,48 @@ def old_code(ref, work_dir):
     return target
 
 
-def findings(name, result):
-    """What a command found, comparable between old and new code."""
+def keep_output(work_dir, name, design, result):
+    """Write a command's output to the work directory, to read it later."""
+    path = os.path.join(work_dir, '%s-%s.out' % (
+        re.sub(r'\W+', '-', name).strip('-'), design))
+    with open(path, 'w') as out:
+        out.write(result.stdout + result.stderr)
+
+
+def findings(name, result, hidden=frozenset()):
+    """What a command found, comparable between old and new code.
+
+    Less what it found of ``hidden``, servers the other code cannot see:
+    their number in the count of the isolate check (whose list of servers
+    shows only some), their rows, and with the rows those it has none of.
+    """
     output = json.loads(result.stdout)
     if name == 'upgrade check':
-        return result.returncode, [(check['check'], check['result'])
+        return result.returncode, [_check(check, len(hidden))
                                    for check in output['checks']]
-    return result.returncode, sorted(json.dumps(row, sort_keys=True)
-                                     for row in output)
+    return result.returncode, sorted(
+        json.dumps(row, sort_keys=True) for row in output
+        if row.get('server') not in hidden), sorted(
+            hidden - {row.get('server') for row in output})
 
 
-def report(design, name, wall, requests_by_service, cpu):
+def _check(check, hidden):
+    """``(check, result)``; the isolate check's count of servers too.
+
+    Less ``hidden``: the count of the servers the other code cannot see.
+    """
+    if check['check'] != ISOLATE_CHECK:
+        return check['check'], check['result']
+    count = re.match(r'(\d+) servers', check['details'] or '')
+    return check['check'], check['result'], (
+        int(count.group(1)) - hidden if count else None)
+
+
+def report(design, name, wall, requests_by_service, cpu, statements):
     print('%s, %s: %.1f s' % (name, design, wall))
     print('  CPU s   %s' % ', '.join(
         '%s %.1f' % item for item in sorted(cpu.items()) if item[1] >= 0.1))
+    print('  SQL     %d statements' % statements)
     for service, records in requests_by_service.items():
         by_endpoint = collections.defaultdict(list)
         for endpoint, status, seconds in records:
@@ -396,7 +590,8 @@ def report(design, name, wall, requests_by_service, cpu):
     return {'wall s': round(wall, 1), 'requests': {
         service: len(records) for service, records in
         requests_by_service.items()}, 'CPU s': {
-            service: round(seconds, 1) for service, seconds in cpu.items()}}
+            service: round(seconds, 1) for service, seconds in cpu.items()},
+        'SQL statements': statements}
 
 
 def main():
@@ -409,6 +604,8 @@ def main():
                         help='also run the package at this git ref')
     parser.add_argument('--work-dir')
     args = parser.parse_args()
+    if args.hosts < 2:
+        parser.error('--hosts: 2 at least, for an evacuated server')
     work_dir = args.work_dir or tempfile.mkdtemp(prefix='operator-cost-')
     designs = {'new': REPO}
     if args.old:
@@ -425,14 +622,18 @@ def main():
         for name, command, command_args in COMMANDS:
             found = {}
             for design, code_dir in designs.items():
-                wall, result, requests_by_service, cpu = cloud.run(
+                wall, result, requests_by_service, cpu, sql = cloud.run(
                     code_dir, command, command_args, conf)
-                found[design] = findings(name, result)
+                keep_output(work_dir, name, design, result)
+                found[design] = findings(
+                    name, result, cloud.from_volume if design == 'new' and
+                    name in JUDGE_SERVERS else frozenset())
                 results['%s, %s' % (name, design)] = report(
-                    design, name, wall, requests_by_service, cpu)
+                    design, name, wall, requests_by_service, cpu, sql)
             if len(set(map(str, found.values()))) > 1:
-                sys.exit('%s: the old and new code found different things:'
-                         ' %s' % (name, found))
+                sys.exit('%s: the old and new code found different things '
+                         '(those only the new can see left out): %s; their '
+                         'output is in %s' % (name, found, work_dir))
     finally:
         cloud.stop()
     with open(os.path.join(work_dir, 'results.json'), 'w') as out:
