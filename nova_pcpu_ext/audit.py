@@ -433,10 +433,13 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
                     legacy_hosts=(), database=None):
     """An :class:`IsolateScan` of the hyperthreaded hosts.
 
-    The consumers of every hyperthreaded provider are read from placement,
-    then found in Nova's databases, or without ``database`` in one listing
-    of the cloud's servers (of the host's, with ``host``); a consumer the
-    listing missed is asked about alone.
+    With ``database``, the servers that may forbid hyperthreads are read
+    from Nova's databases first, and placement is asked what each holds;
+    while a cell's database does not answer, as without ``database``, the
+    consumers of every hyperthreaded provider are read from placement,
+    then found in Nova's databases, or in one listing of the cloud's
+    servers (of the host's, with ``host``), a consumer the listing missed
+    asked about alone.
 
     :param host: only this compute host (as the Compute API names
         services) or compute node.
@@ -456,15 +459,23 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
         targets = [p for p in targets if p['name'] in nodes]
         if not targets:
             providers(placement, compute, host)  # unknown, or no HT there
-    consumers = read_all(lambda provider: _unless_gone(
-        placement.allocations, provider['uuid']), targets, progress,
-        'reading allocations')
+    candidates = database.candidates() if database else None
+    if candidates is None:
+        held = {}
+        consumers = read_all(lambda provider: _unless_gone(
+            placement.allocations, provider['uuid']), targets, progress,
+            'reading allocations')
+    else:
+        held, consumers = _held_by_candidates(placement, targets,
+                                              candidates, progress)
     # ``[(provider, its consumers)]`` of the providers with consumers.
     used = [item for item in zip(targets, consumers) if item[1]]
     wanted = {consumer for _provider, on_provider in used
               for consumer in on_provider}
     if not wanted:
         listed = {}
+    elif candidates is not None:
+        listed = candidates
     elif database:
         listed = database.servers(wanted, lambda count: progress(
             'reading servers', count, None))
@@ -486,7 +497,7 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
     scans = read_all(
         lambda item: _unless_gone(
             _scan_provider, placement, compute, listed, *item,
-            hyperthreaded=item[0]['uuid'] in with_ht),
+            hyperthreaded=item[0]['uuid'] in with_ht, held=held),
         used, progress, 'reading the allocations of servers found')
     scanned = [(provider, scan) for (provider, _consumers), scan
                in zip(used, scans) if scan is not None]
@@ -503,6 +514,23 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
          if read is None] + [provider for (provider, _consumers), scan
                              in zip(used, scans) if scan is None],
         dict(database.down_cells) if database else {})
+
+
+def _held_by_candidates(placement, targets, candidates, progress):
+    """``(held, consumers)`` of the targets, read from the candidates.
+
+    Placement is asked what each server that may forbid hyperthreads
+    holds (``held``: ``{UUID: allocations}``), not what every host holds;
+    ``consumers`` lists, per target, the candidates holding some of it.
+    """
+    held = dict(zip(candidates, read_all(
+        placement.consumer_allocations, list(candidates), progress,
+        'reading allocations of servers')))
+    holders = {}
+    for consumer, allocations in held.items():
+        for rp_uuid in allocations:
+            holders.setdefault(rp_uuid, []).append(consumer)
+    return held, [holders.get(provider['uuid'], []) for provider in targets]
 
 
 def _unless_gone(read, *args, **kwargs):
@@ -526,10 +554,11 @@ def _node_hosts(compute):
 
 
 def _scan_provider(placement, compute, listed, provider, consumers,
-                   hyperthreaded=True):
+                   hyperthreaded=True, held=None):
     """``([IsolateServer], [unseen consumer], [Elsewhere])`` of a provider.
 
     :param listed: ``{UUID: server or None}`` of every consumer.
+    :param held: ``{UUID: allocations}`` of consumers already read.
     :param hyperthreaded: else a legacy host without hyperthreads, where
         only the ``isolate`` thread policy matters: a forbidden trait is
         met there, as Nova's fallback query carries it.
@@ -559,7 +588,8 @@ def _scan_provider(placement, compute, listed, provider, consumers,
     tree = None  # read once, for the first server holding other providers
     isolate_servers = []
     for server, reason, unsure in found:
-        allocations = placement.consumer_allocations(server['id'])
+        allocations = (held or {}).get(server['id']) or \
+            placement.consumer_allocations(server['id'])
         if tree is None and set(allocations) - {provider['uuid']}:
             tree = {rp['uuid'] for rp in
                     placement.providers(in_tree=provider['uuid'])}

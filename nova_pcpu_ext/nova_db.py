@@ -28,9 +28,12 @@ from nova.api.openstack import common as api_common
 from nova import context as nova_context
 from nova.db.api import api as api_db_api
 from nova.db.main import api as main_db_api
+from nova.db.main import models
 from nova import objects
+import os_traits
 import oslo_messaging
 from oslo_utils import importutils
+import sqlalchemy as sa
 
 from nova_pcpu_ext import exception
 
@@ -41,7 +44,7 @@ profiler_opts = importutils.try_import('osprofiler.opts')
 BATCH = 500
 #: The prefix of the image properties in an instance's system metadata.
 IMAGE_PREFIX = 'image_'
-NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
+HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
 
 
 def connect(conf):
@@ -104,9 +107,7 @@ class NovaDatabase(object):
                             mapping.cell_mapping, []))[1].append(
                                 mapping.instance_uuid)
         except Exception as error:
-            raise exception.DatabaseError(
-                'Nova\'s API database ([api_database] connection) cannot be '
-                'read: %s' % error)
+            raise _api_database_error(error)
         found = {}
         with concurrent.futures.ThreadPoolExecutor(
                 max(1, len(by_cell))) as pool:
@@ -123,12 +124,46 @@ class NovaDatabase(object):
                 progress(len(found))
         return found
 
-    def _read_cell(self, cell, uuids):
-        # Targeted at the cell's database alone: Nova's target_cell would
-        # also set up a message transport this command never uses.
+    def candidates(self):
+        """``{UUID: server}`` of the servers that may forbid hyperthreads.
+
+        Or None when a cell's database did not answer (it is then in
+        :attr:`down_cells`). Each cell but cell0 (no server there has a
+        host) is asked once for the servers whose flavor names
+        ``isolate`` or the hyperthreading trait, or whose image's thread
+        policy is ``isolate``: more than the checks keep, never fewer.
+        """
+        try:
+            cells = [cell for cell in objects.CellMappingList.get_all(
+                self.context) if not cell.is_cell0()]
+        except Exception as error:
+            raise _api_database_error(error)
+        found = {}
+        with concurrent.futures.ThreadPoolExecutor(
+                max(1, len(cells))) as pool:
+            reads = {pool.submit(self._candidates_of, cell): cell
+                     for cell in cells}
+            for read in concurrent.futures.as_completed(reads):
+                try:
+                    found.update(read.result())
+                except Exception as error:
+                    cell = reads[read]
+                    self.down_cells[cell.name or cell.uuid] = str(error)
+        return None if self.down_cells else found
+
+    def _candidates_of(self, cell):
+        return self._read_cell(cell, _candidate_uuids(self._target(cell)))
+
+    def _target(self, cell):
+        # The cell's database alone: Nova's target_cell would also set up
+        # a message transport this command never uses.
         cell_context = self.context.elevated()
         cell_context.db_connection = main_db_api.create_context_manager(
             cell.database_connection)
+        return cell_context
+
+    def _read_cell(self, cell, uuids):
+        cell_context = self._target(cell)
         servers = {}
         for batch in _batches(uuids):
             servers.update(
@@ -137,6 +172,31 @@ class NovaDatabase(object):
                     cell_context, {'uuid': batch, 'deleted': False},
                     expected_attrs=['flavor', 'system_metadata']))
         return servers
+
+
+def _api_database_error(error):
+    return exception.DatabaseError(
+        'Nova\'s API database ([api_database] connection) cannot be read: '
+        '%s' % error)
+
+
+@main_db_api.pick_context_manager_reader
+def _candidate_uuids(context):
+    """UUIDs of the cell's servers that may forbid hyperthreads."""
+    flavor = sa.select(models.InstanceExtra.instance_uuid).where(
+        models.InstanceExtra.deleted == 0, sa.or_(
+            models.InstanceExtra.flavor.like('%isolate%'),
+            models.InstanceExtra.flavor.like('%' + HYPERTHREADING + '%')))
+    image = sa.select(models.InstanceSystemMetadata.instance_uuid).where(
+        models.InstanceSystemMetadata.deleted == 0,
+        models.InstanceSystemMetadata.key == (
+            IMAGE_PREFIX + 'hw_cpu_thread_policy'),
+        models.InstanceSystemMetadata.value == 'isolate')
+    return sorted(context.session.scalars(
+        sa.select(models.Instance.uuid).where(
+            models.Instance.deleted == 0,
+            sa.or_(models.Instance.uuid.in_(flavor),
+                   models.Instance.uuid.in_(image)))))
 
 
 def _batches(items):
@@ -164,7 +224,7 @@ def _as_shown(instance):
                                                instance.task_state),
         'OS-EXT-STS:task_state': instance.task_state,
         'OS-EXT-SRV-ATTR:host': instance.host,
-        NODE: instance.node,
+        'OS-EXT-SRV-ATTR:hypervisor_hostname': instance.node,
         'locked': instance.locked,
         'created': instance.created_at.strftime('%Y-%m-%dT%H:%M:%SZ'),
         'flavor': _flavor_as_shown(instance.flavor),

@@ -106,6 +106,29 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         self.assertEqual(self.heal_dry_run(),
                          self.heal_dry_run(databases))
 
+    def test_placement_asked_about_candidates_only(self):
+        """What each server that may forbid hyperthreads holds, no more."""
+        isolate = self.boot(ISOLATE)
+        self.boot({})
+        self.boot({})
+        # The CPU sets are process-wide flags: the same as compute1's.
+        self.start_host('compute2', dict(HYPERTHREADED, cpu_cores=7),
+                        dedicated='0-11', shared='12-13')
+        proxy = self.useFixture(operator_commands.FaultyProxy(
+            self.placement_server.endpoint, lambda method, path: None))
+        status = operator_commands.Command(
+            self, 'nova-pcpu-ext-status', proxy.endpoint,
+            self.compute_api.endpoint)
+
+        code, checks = check(status, extra_conf=self.nova_databases())
+
+        self.assertEqual(2, code)
+        self.assertIn(isolate['id'], checks[ON_HT][1])
+        allocations = [path for _method, path, _status in proxy.statuses
+                       if 'allocations' in path]
+        # Not the allocations of each hyperthreaded provider.
+        self.assertEqual(['/allocations/%s' % isolate['id']], allocations)
+
     def test_a_cell_that_does_not_answer(self):
         server = self.boot(ISOLATE)
         # The build goes on after ACTIVE (it tells the scheduler).

@@ -13,6 +13,7 @@
 import copy
 import dataclasses
 import math
+from unittest import mock
 
 import ddt
 
@@ -464,6 +465,38 @@ class IsolateServersTest(base.TestCase):
         # Only the migration's allocation was not in the listing.
         self.assertEqual(['migration'], compute.looked_up)
         self.assertEqual({}, scan.unseen)
+
+    def test_candidates_of_nova_s_databases_only(self):
+        placement = fake_placement({
+            'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}, 'b': {'VCPU': 1}}),
+            'compute2': ({'VCPU': {}}, {'c': {'VCPU': 1}})})
+        placement.allocations = mock.Mock(side_effect=AssertionError(
+            'a provider\'s allocations read'))
+        compute = FakeCompute([])
+        database = mock.Mock(down_cells={})
+        database.candidates.return_value = {'a': server('a', **ISOLATE)}
+
+        scan = audit.isolate_servers(placement, compute, database=database)
+
+        self.assertEqual(['a'], [f.server['id'] for f in scan.found])
+        self.assertEqual(([], []), (compute.listings, compute.looked_up))
+        database.servers.assert_not_called()
+
+    def test_while_a_cell_is_down_consumers_of_every_provider(self):
+        placement = fake_placement({'compute1': ({'VCPU': {}}, {
+            'a': {'VCPU': 1}, 'b': {'VCPU': 1}})})
+        database = mock.Mock(down_cells={'cell1': 'refused'})
+        database.candidates.return_value = None
+        database.servers.return_value = {
+            'a': server('a', **ISOLATE), 'b': {'id': 'b', 'status': 'UNKNOWN'}}
+
+        scan = audit.isolate_servers(placement, FakeCompute([]),
+                                     database=database)
+
+        database.servers.assert_called_once_with({'a', 'b'}, mock.ANY)
+        self.assertEqual(['a'], [f.server['id'] for f in scan.found])
+        self.assertEqual({'compute1': ['b']}, scan.unseen)
+        self.assertEqual({'cell1': 'refused'}, scan.down_cells)
 
     def test_one_listing_of_the_cloud(self):
         placement = fake_placement({

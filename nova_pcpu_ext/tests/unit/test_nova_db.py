@@ -11,15 +11,19 @@
 # under the License.
 
 import datetime
+import uuid
 
 import fixtures
 from nova import objects
+from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import nova_db
 from nova_pcpu_ext.tests.unit import base
 
 objects.register_all()
+
+A, B, BUILDING, GONE = uuids.a, uuids.b, uuids.building, uuids.gone
 
 
 def instance(uuid, **fields):
@@ -35,7 +39,7 @@ def instance(uuid, **fields):
 
 
 def cell(name):
-    return objects.CellMapping(uuid=name + '-uuid', name=name,
+    return objects.CellMapping(uuid=getattr(uuids, name), name=name,
                                database_connection='sqlite://',
                                transport_url='none:///')
 
@@ -44,11 +48,11 @@ class AsShownTest(base.TestCase):
 
     def test_as_the_compute_api_shows_it(self):
         shown = nova_db._as_shown(instance(
-            'a', task_state='migrating', image_ref='image',
+            A, task_state='migrating', image_ref='image',
             system_metadata={'image_hw_cpu_thread_policy': 'isolate',
                              'owner_user_name': 'alice'}))
         self.assertEqual({
-            'id': 'a', 'name': 'a', 'status': 'MIGRATING',
+            'id': A, 'name': A, 'status': 'MIGRATING',
             'OS-EXT-STS:task_state': 'migrating',
             'OS-EXT-SRV-ATTR:host': 'host1',
             'OS-EXT-SRV-ATTR:hypervisor_hostname': 'node1', 'locked': False,
@@ -61,7 +65,7 @@ class AsShownTest(base.TestCase):
             shown)
 
     def test_booted_from_volume_its_volume_s_image_properties(self):
-        shown = nova_db._as_shown(instance('a', system_metadata={
+        shown = nova_db._as_shown(instance(A, system_metadata={
             'image_hw_cpu_policy': 'dedicated'}))
         self.assertEqual({'id': '', 'properties': {
             'hw_cpu_policy': 'dedicated'}}, shown['image'])
@@ -89,24 +93,24 @@ class ServersTest(base.TestCase):
             for uuid in uuids if uuid in placed]
 
     def test_each_cell_read_for_its_servers(self):
-        self.map({'a': 'cell1', 'b': 'cell2', 'building': None})
+        self.map({A: 'cell1', B: 'cell2', BUILDING: None})
         self.instances.side_effect = lambda context, filters, **kw: [
             instance(uuid) for uuid in filters['uuid']]
 
-        found = self.database.servers({'a', 'b', 'building', 'gone'})
+        found = self.database.servers({A, B, BUILDING, GONE})
 
-        self.assertEqual({'a', 'b'}, set(found))
+        self.assertEqual({A, B}, set(found))
         self.assertEqual({}, self.database.down_cells)
-        self.assertEqual(
-            [['a'], ['b']], sorted(call.args[1]['uuid'] for call in
-                                   self.instances.call_args_list))
+        self.assertEqual({(A,), (B,)}, {
+            tuple(call.args[1]['uuid'])
+            for call in self.instances.call_args_list})
 
     def test_in_batches(self):
-        uuids = ['%04d' % n for n in range(nova_db.BATCH + 1)]
-        self.map(dict.fromkeys(uuids, 'cell1'))
+        wanted = [str(uuid.UUID(int=n)) for n in range(nova_db.BATCH + 1)]
+        self.map(dict.fromkeys(wanted, 'cell1'))
         self.instances.return_value = []
 
-        self.database.servers(set(uuids))
+        self.database.servers(set(wanted))
 
         self.assertEqual([nova_db.BATCH, 1], [
             len(call.args[1]['uuid'])
@@ -114,24 +118,49 @@ class ServersTest(base.TestCase):
         self.assertEqual(2, self.mappings.call_count)
 
     def test_servers_of_a_cell_that_does_not_answer_are_unknown(self):
-        self.map({'a': 'cell1', 'b': 'cell2'})
+        self.map({A: 'cell1', B: 'cell2'})
 
         def read(context, filters, **kwargs):
-            if filters['uuid'] == ['b']:
+            if filters['uuid'] == [B]:
                 raise RuntimeError('connection refused')
-            return [instance('a')]
+            return [instance(A)]
         self.instances.side_effect = read
 
-        found = self.database.servers({'a', 'b'})
+        found = self.database.servers({A, B})
 
-        self.assertEqual('ACTIVE', found['a']['status'])
-        self.assertEqual({'id': 'b', 'status': 'UNKNOWN'}, found['b'])
+        self.assertEqual('ACTIVE', found[A]['status'])
+        self.assertEqual({'id': B, 'status': 'UNKNOWN'}, found[B])
         self.assertEqual({'cell2': 'connection refused'},
                          self.database.down_cells)
 
     def test_an_api_database_that_cannot_be_read(self):
         self.mappings.side_effect = RuntimeError('access denied')
         error = self.assertRaises(exception.DatabaseError,
-                                  self.database.servers, {'a'})
+                                  self.database.servers, {A})
         self.assertEqual("Nova's API database ([api_database] connection) "
                          "cannot be read: access denied", str(error))
+
+    def test_candidates_of_every_cell_but_cell0(self):
+        cell0 = objects.CellMapping(
+            uuid=objects.CellMapping.CELL0_UUID, name='cell0',
+            database_connection='sqlite://', transport_url='none:///')
+        self.patch('CellMappingList.get_all').return_value = [
+            cell0, self.cells['cell1'], self.cells['cell2']]
+        asked = self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._candidate_uuids')).mock
+        asked.side_effect = [[A], [B]]
+        self.instances.side_effect = lambda context, filters, **kw: [
+            instance(uuid) for uuid in filters['uuid']]
+
+        self.assertEqual({A, B}, set(self.database.candidates()))
+        self.assertEqual(2, asked.call_count)
+
+    def test_no_candidates_while_a_cell_does_not_answer(self):
+        self.patch('CellMappingList.get_all').return_value = [
+            self.cells['cell1']]
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._candidate_uuids',
+            side_effect=RuntimeError('refused')))
+
+        self.assertIsNone(self.database.candidates())
+        self.assertEqual({'cell1': 'refused'}, self.database.down_cells)
