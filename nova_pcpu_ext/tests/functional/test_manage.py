@@ -466,10 +466,12 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         clouds = os.path.join(self.useFixture(fixtures.TempDir()).path,
                               'clouds.yaml')
         with open(clouds, 'w') as out:
+            token = self.compute_api.OPERATOR_TOKEN
+            # openstacksdk before 4.0 takes the token from auth_token.
             json.dump({'clouds': {'operator': {
-                'auth_type': 'admin_token', 'auth': {
+                'auth_type': 'admin_token', 'auth_token': token, 'auth': {
                     'endpoint': self.compute_api.endpoint,
-                    'token': self.compute_api.OPERATOR_TOKEN}}}}, out)
+                    'token': token}}}}, out)
 
         unknown = self.manage('--os-cloud', 'nowhere', 'heal', 'isolate',
                               env={'OS_CLIENT_CONFIG_FILE': clouds})
