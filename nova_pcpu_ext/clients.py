@@ -141,7 +141,7 @@ def _operator_compute(conf):
 
 
 def _authenticated(session, credentials):
-    """``session``, ready for the readers, its token taken."""
+    """Makes ``session`` ready for the readers and takes its token."""
     if session.timeout is None:
         session.timeout = DEFAULT_TIMEOUT
     for http_adapter in session.session.adapters.values():
