@@ -23,8 +23,9 @@ server of a cell whose database does not answer is shown with status
 """
 
 import concurrent.futures
+import importlib
+import os
 
-from nova.api.openstack import common as api_common
 from nova import context as nova_context
 from nova.db.api import api as api_db_api
 from nova.db.main import api as main_db_api
@@ -38,6 +39,28 @@ import sqlalchemy as sa
 from nova_pcpu_ext import exception
 
 profiler_opts = importutils.try_import('osprofiler.opts')
+#: Nova's switch of eventlet's monkey patching.
+NO_PATCHING = 'OS_NOVA_DISABLE_EVENTLET_PATCHING'
+
+
+def _import_unpatched(name):
+    """Imports Nova's module ``name`` without eventlet's monkey patching.
+
+    Nova's API package patches the process that first imports it (2024.1
+    to 2025.2) unless told not to; the commands use native threads.
+    """
+    saved = os.environ.get(NO_PATCHING)
+    os.environ[NO_PATCHING] = 'true'
+    try:
+        return importlib.import_module(name)
+    finally:
+        if saved is None:
+            del os.environ[NO_PATCHING]
+        else:
+            os.environ[NO_PATCHING] = saved
+
+
+api_common = _import_unpatched('nova.api.openstack.common')
 
 #: Servers asked for in one query: well below SQLite's limit of bound
 #: parameters, and few round trips to MySQL.

@@ -11,6 +11,9 @@
 # under the License.
 
 import datetime
+import os
+import subprocess
+import sys
 import uuid
 
 import fixtures
@@ -42,6 +45,17 @@ def cell(name):
     return objects.CellMapping(uuid=getattr(uuids, name), name=name,
                                database_connection='sqlite://',
                                transport_url='none:///')
+
+
+class ImportTest(base.TestCase):
+
+    def test_imported_without_eventlet_s_monkey_patching(self):
+        result = subprocess.run(
+            [sys.executable, '-c', 'import sys, eventlet.patcher, '
+             'nova_pcpu_ext.nova_db; '
+             'sys.exit(eventlet.patcher.is_monkey_patched("thread"))'],
+            env=dict(os.environ, **{nova_db.NO_PATCHING: '0'}))
+        self.assertEqual(0, result.returncode)
 
 
 class AsShownTest(base.TestCase):
