@@ -23,9 +23,8 @@ server of a cell whose database does not answer is shown with status
 """
 
 import concurrent.futures
-import importlib
-import os
 
+from nova.compute import vm_states
 from nova import context as nova_context
 from nova.db.api import api as api_db_api
 from nova.db.main import api as main_db_api
@@ -39,28 +38,18 @@ import sqlalchemy as sa
 from nova_pcpu_ext import exception
 
 profiler_opts = importutils.try_import('osprofiler.opts')
-#: Nova's switch of eventlet's monkey patching.
-NO_PATCHING = 'OS_NOVA_DISABLE_EVENTLET_PATCHING'
-
-
-def _import_unpatched(name):
-    """Imports Nova's module ``name`` without eventlet's monkey patching.
-
-    Nova's API package patches the process that first imports it (2024.1
-    to 2025.2) unless told not to; the commands use native threads.
-    """
-    saved = os.environ.get(NO_PATCHING)
-    os.environ[NO_PATCHING] = 'true'
-    try:
-        return importlib.import_module(name)
-    finally:
-        if saved is None:
-            del os.environ[NO_PATCHING]
-        else:
-            os.environ[NO_PATCHING] = saved
-
-
-api_common = _import_unpatched('nova.api.openstack.common')
+#: The Compute API's status of a server by its ``vm_state``, with no task
+#: in progress (a task keeps it from being moved, whatever the status).
+#: Not read from Nova's API package: importing it applies eventlet's
+#: monkey patching (2024.1 to 2025.2), and the commands use native threads.
+STATUS = {vm_states.ACTIVE: 'ACTIVE', vm_states.BUILDING: 'BUILD',
+          vm_states.STOPPED: 'SHUTOFF', vm_states.PAUSED: 'PAUSED',
+          vm_states.SUSPENDED: 'SUSPENDED', vm_states.RESCUED: 'RESCUE',
+          vm_states.RESIZED: 'VERIFY_RESIZE',
+          vm_states.SOFT_DELETED: 'SOFT_DELETED',
+          vm_states.SHELVED: 'SHELVED',
+          vm_states.SHELVED_OFFLOADED: 'SHELVED_OFFLOADED',
+          vm_states.ERROR: 'ERROR', vm_states.DELETED: 'DELETED'}
 
 #: Servers asked for in one query: well below SQLite's limit of bound
 #: parameters, and few round trips to MySQL.
@@ -243,8 +232,7 @@ def _as_shown(instance):
     return {
         'id': instance.uuid,
         'name': instance.display_name,
-        'status': api_common.status_from_state(instance.vm_state,
-                                               instance.task_state),
+        'status': STATUS.get(instance.vm_state, 'UNKNOWN'),
         'OS-EXT-STS:task_state': instance.task_state,
         'OS-EXT-SRV-ATTR:host': instance.host,
         'OS-EXT-SRV-ATTR:hypervisor_hostname': instance.node,

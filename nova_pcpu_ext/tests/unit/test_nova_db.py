@@ -54,7 +54,7 @@ class ImportTest(base.TestCase):
             [sys.executable, '-c', 'import sys, eventlet.patcher, '
              'nova_pcpu_ext.nova_db; '
              'sys.exit(eventlet.patcher.is_monkey_patched("thread"))'],
-            env=dict(os.environ, **{nova_db.NO_PATCHING: '0'}))
+            env=dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING='0'))
         self.assertEqual(0, result.returncode)
 
 
@@ -66,7 +66,7 @@ class AsShownTest(base.TestCase):
             system_metadata={'image_hw_cpu_thread_policy': 'isolate',
                              'owner_user_name': 'alice'}))
         self.assertEqual({
-            'id': A, 'name': A, 'status': 'MIGRATING',
+            'id': A, 'name': A, 'status': 'ACTIVE',
             'OS-EXT-STS:task_state': 'migrating',
             'OS-EXT-SRV-ATTR:host': 'host1',
             'OS-EXT-SRV-ATTR:hypervisor_hostname': 'node1', 'locked': False,
