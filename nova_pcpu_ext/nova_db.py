@@ -17,7 +17,8 @@ Through Nova's own objects: the instance mappings of the API database
 database gives its instances with the flavor they were booted with and the
 image properties Nova stored in their system metadata, those of a volume's
 image for a server booted from volume. A server is shown as the Compute
-API shows it at microversion 2.98, so the checks judge both alike; a
+API shows it at microversion 2.98 (but for the status of a server with a
+task in progress, see :data:`STATUS`), so the checks judge both alike; a
 server of a cell whose database does not answer is shown with status
 ``UNKNOWN``, as the Compute API shows it, and the cell is named.
 """
