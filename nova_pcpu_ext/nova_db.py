@@ -122,19 +122,11 @@ class NovaDatabase(object):
         except Exception as error:
             raise _api_database_error(error)
         found = {}
-        with concurrent.futures.ThreadPoolExecutor(
-                max(1, len(by_cell))) as pool:
-            reads = {pool.submit(self._read_cell, cell, uuids): (cell, uuids)
-                     for cell, uuids in by_cell.values()}
-            for read in concurrent.futures.as_completed(reads):
-                cell, uuids = reads[read]
-                try:
-                    found.update(read.result())
-                except Exception as error:
-                    self.down_cells[cell.name or cell.uuid] = str(error)
-                    found.update((uuid, {'id': uuid, 'status': 'UNKNOWN'})
-                                 for uuid in uuids)
-                progress(len(found))
+        for cell, uuids, servers in self._in_each_cell(
+                self._read_cell, by_cell.values()):
+            found.update(servers if servers is not None else (
+                (uuid, {'id': uuid, 'status': 'UNKNOWN'}) for uuid in uuids))
+            progress(len(found))
         return found
 
     def candidates(self):
@@ -152,20 +144,36 @@ class NovaDatabase(object):
         except Exception as error:
             raise _api_database_error(error)
         found = {}
-        with concurrent.futures.ThreadPoolExecutor(
-                max(1, len(cells))) as pool:
-            reads = {pool.submit(self._candidates_of, cell): cell
-                     for cell in cells}
-            for read in concurrent.futures.as_completed(reads):
-                try:
-                    found.update(read.result())
-                except Exception as error:
-                    cell = reads[read]
-                    self.down_cells[cell.name or cell.uuid] = str(error)
+        for _cell, _args, servers in self._in_each_cell(
+                self._candidates_of, [(cell, None) for cell in cells]):
+            found.update(servers or {})
         return None if self.down_cells else found
 
-    def _candidates_of(self, cell):
-        return self._read_cell(cell, _candidate_uuids(self._target(cell)))
+    def _in_each_cell(self, read, reads):
+        """``(cell, args, read(cell, args) or None)`` of each of ``reads``.
+
+        The cells are read at the same time; None for a cell whose
+        database did not answer, which :attr:`down_cells` names.
+        """
+        with concurrent.futures.ThreadPoolExecutor(
+                max(1, len(reads))) as pool:
+            futures = {pool.submit(read, cell, args): (cell, args)
+                       for cell, args in reads}
+            for future in concurrent.futures.as_completed(futures):
+                cell, args = futures[future]
+                try:
+                    result = future.result()
+                except Exception as error:
+                    self.down_cells[cell.name or cell.uuid] = str(error)
+                    result = None
+                yield cell, args, result
+
+    def _candidates_of(self, cell, _args):
+        cell_context = self._target(cell)
+        return self._read(cell_context, _candidate_uuids(cell_context))
+
+    def _read_cell(self, cell, uuids):
+        return self._read(self._target(cell), uuids)
 
     def _target(self, cell):
         # The cell's database alone: Nova's target_cell would also set up
@@ -175,8 +183,9 @@ class NovaDatabase(object):
             cell.database_connection)
         return cell_context
 
-    def _read_cell(self, cell, uuids):
-        cell_context = self._target(cell)
+    @staticmethod
+    def _read(cell_context, uuids):
+        """``{UUID: server}`` of ``uuids`` in a cell, a batch a query."""
         servers = {}
         for batch in _batches(uuids):
             servers.update(

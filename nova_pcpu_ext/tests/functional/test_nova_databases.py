@@ -31,6 +31,7 @@ from nova_pcpu_ext.tests.functional.base import DEDICATED
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
 from nova_pcpu_ext.tests.functional import operator_commands
+from nova_pcpu_ext.tests.functional.test_status import assert_victims
 from nova_pcpu_ext.tests.functional.test_status import check
 from nova_pcpu_ext.tests.functional.test_status import CHECKS
 
@@ -94,14 +95,10 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         self.assertEqual(2, code)
         result, details = checks[ON_HT]
         self.assertEqual(2, result)
-        self.assertTrue(details.startswith(
-            '2 servers that forbid hyperthreads run on hyperthreaded hosts '
-            '(bug 1889633): '), details)
-        for server, reason in (
-                (flavor_isolate, 'flavor hw:cpu_thread_policy=isolate'),
-                (volume_isolate, 'image hw_cpu_thread_policy=isolate')):
-            self.assertIn('%s on compute1 (%s)' % (server['id'], reason),
-                          details)
+        assert_victims(
+            self, details,
+            (flavor_isolate, 'flavor hw:cpu_thread_policy=isolate'),
+            (volume_isolate, 'image hw_cpu_thread_policy=isolate'))
         # The Compute API shows no image properties of a server booted
         # from volume; the rest is alike.
         self.assertNotIn(volume_isolate['id'], through_api[ON_HT][1])

@@ -70,6 +70,16 @@ STORED_IMAGE_PROPERTIES = api_version_request.max_api_version() >= (
     api_version_request.APIVersionRequest('2.98'))
 
 
+def assert_victims(test, details, *found):
+    """``details`` name each ``(server, reason)`` of ``found``, no more."""
+    test.assertTrue(details.startswith(
+        '%d servers that forbid hyperthreads run on hyperthreaded hosts '
+        '(bug 1889633): ' % len(found)), details)
+    for server, reason in found:
+        test.assertIn('%s on compute1 (%s)' % (server['id'], reason),
+                      details)
+
+
 def check(status, **kwargs):
     """Exit code and ``{check: (result, details)}`` of a JSON run."""
     result = status('upgrade', 'check', '--json', **kwargs)
@@ -486,16 +496,11 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         self.assertEqual(2, code)
         result, details = checks[CHECKS[3]]
         self.assertEqual(2, result)
-        self.assertTrue(details.startswith(
-            '3 servers that forbid hyperthreads run on hyperthreaded hosts '
-            '(bug 1889633): '), details)
-        for server, reason in (
-                (flavor_isolate, 'flavor hw:cpu_thread_policy=isolate'),
-                (image_isolate, 'image hw_cpu_thread_policy=isolate'),
-                (trait_forbidden,
-                 'flavor trait:HW_CPU_HYPERTHREADING=forbidden')):
-            self.assertIn('%s on compute1 (%s)' % (server['id'], reason),
-                          details)
+        assert_victims(
+            self, details,
+            (flavor_isolate, 'flavor hw:cpu_thread_policy=isolate'),
+            (image_isolate, 'image hw_cpu_thread_policy=isolate'),
+            (trait_forbidden, 'flavor trait:HW_CPU_HYPERTHREADING=forbidden'))
         for server in not_isolate:
             self.assertNotIn(server['id'], details)
         self.assertIn('nova-pcpu-ext-manage heal isolate', details)
