@@ -4,10 +4,9 @@
 # nova-pcpu-ext-compute and tells tempest what to expect.
 
 NOVA_PCPU_EXT_ACTIVATE=nova_pcpu_ext.scheduler.activate
-# Removed again by clean, with the deprecated placement_managed_ratios that
-# older versions of this plugin wrote.
+# Removed again by clean.
 NOVA_PCPU_EXT_OPTIONS="request_filters resource_tracker_mixins report_client
-isolate_fallback_mode placement_managed_ratios provider_lock_warn_seconds"
+isolate_fallback_mode provider_lock_warn_seconds"
 
 function install_nova_pcpu_ext {
     setup_develop "$NOVA_PCPU_EXT_DIR"
@@ -55,9 +54,12 @@ function start_nova_pcpu_ext_compute {
 }
 
 # The tests find the hosts they need through the API; a test whose host
-# kind is missing skips.
+# kind is missing skips, and so do those that disable and enable compute
+# services unless NOVA_PCPU_EXT_TEMPEST_DESTRUCTIVE is True.
 function configure_nova_pcpu_ext_tempest {
     iniset "$TEMPEST_CONFIG" service_available nova_pcpu_ext True
+    iniset "$TEMPEST_CONFIG" pcpu_ext destructive_tests \
+        "$NOVA_PCPU_EXT_TEMPEST_DESTRUCTIVE"
     iniset "$TEMPEST_CONFIG" pcpu_ext status_storm_seconds \
         "$NOVA_PCPU_EXT_TEMPEST_STATUS_STORM_SECONDS"
 }

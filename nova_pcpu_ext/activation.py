@@ -17,6 +17,7 @@ Every change is recorded so that activating twice changes nothing and
 """
 
 import contextlib
+from importlib import metadata
 import os
 import sys
 import threading
@@ -26,6 +27,8 @@ from oslo_log import log as logging
 from nova_pcpu_ext import exception
 
 LOG = logging.getLogger(__name__)
+#: The distribution whose version the services log and the commands print.
+DISTRIBUTION = 'nova-pcpu-ext'
 
 lock = threading.RLock()
 # (owner, attribute name) -> original value, in the order applied.
@@ -38,7 +41,26 @@ def is_active(service):
     return service in _active
 
 
+def version():
+    """The version of nova-pcpu-ext installed, as its metadata says.
+
+    ``unknown`` if the package is not installed (run from a source tree).
+    """
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return 'unknown'
+
+
 def mark_active(service):
+    """Record that ``service``'s activation has run; log it with the version.
+
+    :param service: ``scheduler`` or ``compute``: the Nova service is
+        ``nova-<service>``.
+    """
+    if service not in _active:
+        LOG.info('%s %s: active in nova-%s', DISTRIBUTION, version(),
+                 service)
     _active.add(service)
 
 

@@ -147,9 +147,6 @@ class AllocationRatiosMixin(plugins.ResourceTrackerMixin):
                 LOG.warning('[DEFAULT] %s = 0.0 means unset: the next ratio '
                             'of Nova\'s precedence applies, down to the '
                             'default.', option)
-        if pcpu_ext_conf.is_set(config, 'pcpu_ext',
-                                'placement_managed_ratios'):
-            LOG.warning('%s', pcpu_ext_conf.PLACEMENT_MANAGED_RATIOS_GONE)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

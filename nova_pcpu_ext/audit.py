@@ -651,10 +651,10 @@ def destination_requests(found, mode='drop'):
     were met: the unnumbered group first, with what it holds of its
     compute node and of sharing providers, then one group per nested
     provider. A ``dedicated`` server asks for its CPUs as PCPU of a host
-    without hyperthreads and, through the fallback query, as VCPU: of a
-    host without hyperthreads in ``forbid_trait`` mode; of a legacy host
-    in ``legacy_only`` mode, with hyperthreads too for the ``isolate``
-    thread policy, which Nova pins on one thread per core there.
+    without hyperthreads and, in ``legacy_only`` mode, through the
+    fallback query, as VCPU of a legacy host, with hyperthreads too for
+    the ``isolate`` thread policy, which Nova pins on one thread per core
+    there.
     """
     unnumbered = clients.summed({
         rp: resources for rp, resources in found.allocations.items()
@@ -665,10 +665,8 @@ def destination_requests(found, mode='drop'):
     cpus = unnumbered.pop(orc.VCPU, 0) + unnumbered.pop(orc.PCPU, 0)
     pcpus = [dict(unnumbered, **{orc.PCPU: cpus})] + nested
     requests = [(pcpus, DESTINATION_TRAITS)]
-    fallback = [dict(unnumbered, **{orc.VCPU: cpus})] + nested
-    if mode == 'forbid_trait':
-        requests.append((fallback, DESTINATION_TRAITS))
-    elif mode == 'legacy_only':
+    if mode == 'legacy_only':
+        fallback = [dict(unnumbered, **{orc.VCPU: cpus})] + nested
         requests.append((fallback, LEGACY_DESTINATION_TRAITS + (
             () if found.isolate else ('!' + HYPERTHREADING,))))
     return requests
@@ -709,10 +707,6 @@ class ComputeNodes:
     new_style: list
     #: UUIDs of the providers with the ``HW_CPU_HYPERTHREADING`` trait.
     hyperthreaded: frozenset
-
-    def legacy_with_ht(self):
-        return [provider for provider in self.legacy
-                if provider['uuid'] in self.hyperthreaded]
 
 
 def compute_nodes(placement, progress=_quiet):

@@ -148,10 +148,6 @@ request_filter_opts = [
                             'trait on the host, so it yields legacy hosts '
                             '(no PCPU inventory) only, with or without '
                             'hyperthreads.'),
-            ('forbid_trait', 'Deprecated: make the VCPU fallback query '
-                             'forbid HW_CPU_HYPERTHREADING too, so only '
-                             'legacy hosts without hyperthreads stay '
-                             'eligible. Use legacy_only.'),
         ],
         help="""
 What the ``isolate_vcpu_fallback`` request filter does with Nova's VCPU
@@ -180,12 +176,8 @@ hosts only, with and without hyperthreads, as Nova intends, and never a
 host that reports ``PCPU``. A host whose compute does not report the trait
 yet (not running the mixin) is a candidate as in stock Nova.
 
-``forbid_trait`` is deprecated: it keeps only legacy hosts without
-hyperthreads, although Nova isolates correctly on legacy hosts with
-hyperthreads (one thread per core, siblings reserved).
-
 An explicit ``trait:HW_CPU_HYPERTHREADING=forbidden`` is carried by both
-queries, and ``drop`` and ``forbid_trait`` leave such requests alone.
+queries, and ``drop`` leaves such requests alone.
 
 Changing this option takes effect when the service restarts.
 
@@ -201,37 +193,7 @@ Related options:
 ]
 
 
-PLACEMENT_MANAGED_RATIOS_GONE = (
-    '[pcpu_ext] placement_managed_ratios is deprecated and has no effect: '
-    'a usable ratio placement holds is always kept unless [DEFAULT] '
-    '<cpu|ram|disk>_allocation_ratio is set, as in Nova. Remove the option.')
-
-allocation_ratio_opts = [
-    cfg.BoolOpt(
-        'placement_managed_ratios',
-        default=False,
-        deprecated_for_removal=True,
-        deprecated_reason=PLACEMENT_MANAGED_RATIOS_GONE,
-        help="""
-Has no effect.
-
-With the ``allocation_ratios`` resource tracker mixin the allocation ratio
-of ``VCPU``, ``MEMORY_MB`` and ``DISK_GB`` follows Nova's own precedence,
-whatever this option says: ``[DEFAULT] <cpu|ram|disk>_allocation_ratio`` if
-set, else the ratio placement holds (including one set through the
-placement API), else, for new inventory, ``initial_*``; a value that is not
-a positive finite number is passed over, down to the built-in default
-(4.0 for ``VCPU``, 1.0 otherwise).
-
-Related options:
-
-* ``[DEFAULT] cpu_allocation_ratio``, ``ram_allocation_ratio``,
-  ``disk_allocation_ratio`` and their ``initial_*`` forms.
-"""),
-]
-
-ALL_OPTS = (plugin_opts + request_filter_opts + allocation_ratio_opts +
-            report_client_opts)
+ALL_OPTS = plugin_opts + request_filter_opts + report_client_opts
 
 
 def register_opts(conf):
@@ -252,13 +214,6 @@ def validate(conf):
         except ValueError as error:
             raise exception.InvalidConfig(
                 invalid_value(conf, GROUP.name, opt.name, error))
-
-
-def is_set(conf, group, name):
-    """Whether the operator set an option (file, environment, command)."""
-    location = conf.get_location(name, None if group == 'DEFAULT' else group)
-    # NOTE: None before the configuration is parsed.
-    return location is not None and location.location.is_user_controlled
 
 
 def invalid_value(conf, group, name, error):

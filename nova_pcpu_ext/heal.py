@@ -134,9 +134,8 @@ def plan(scan, placement, cold=False, mode='drop', include_legacy=False):
 
     :param scan: an :class:`~nova_pcpu_ext.audit.IsolateScan`.
     :param mode: the request filter's mode, ``[pcpu_ext]
-        isolate_fallback_mode``: in ``forbid_trait`` mode hosts without PCPU
-        and without hyperthreads are destinations too, in ``legacy_only``
-        mode legacy hosts.
+        isolate_fallback_mode``: in ``legacy_only`` mode legacy hosts are
+        destinations too.
     """
     if mode == 'legacy_only' and not audit.knows_trait(placement,
                                                        pcpu_trait.TRAIT):

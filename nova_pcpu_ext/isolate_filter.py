@@ -23,13 +23,10 @@ hyperthreads. Nova rejects it late, in its NUMA fitting. This filter, by
 * ``drop``: makes no fallback query for ``isolate`` requests;
 * ``legacy_only``: makes the fallback query of every pinned request
   forbid, on the host, the trait of hosts that report ``PCPU`` (see
-  :mod:`nova_pcpu_ext.pcpu_trait`), so it yields legacy hosts only;
-* ``forbid_trait`` (deprecated): makes the fallback query of ``isolate``
-  requests forbid hyperthreads too.
+  :mod:`nova_pcpu_ext.pcpu_trait`), so it yields legacy hosts only.
 
 An explicit ``trait:HW_CPU_HYPERTHREADING=forbidden`` extra spec is carried
-by both of Nova's queries already, so ``drop`` and ``forbid_trait`` leave
-such requests alone.
+by both of Nova's queries already, so ``drop`` leaves such requests alone.
 """
 
 from keystoneauth1 import exceptions as ks_exc
@@ -49,12 +46,6 @@ LOG = logging.getLogger(__name__)
 
 HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
 
-FORBID_TRAIT_DEPRECATED = (
-    '[pcpu_ext] isolate_fallback_mode = forbid_trait is deprecated: it '
-    'keeps isolate instances off legacy hosts with hyperthreads, where '
-    'Nova isolates them correctly. Use legacy_only (with the pcpu_trait '
-    'mixin on the computes) to keep every legacy host, or drop.')
-
 
 def requests_isolate(spec_obj):
     """Whether the flavor or image asks for the isolate thread policy."""
@@ -72,9 +63,6 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
     nova_symbols = (
         ('nova.virt.hardware:get_cpu_thread_policy_constraint',
          ('flavor', 'image_meta')),
-        # NOTE: by keyword, as Nova's Cyborg client passes them.
-        ('nova.objects.request_spec:RequestGroup.add_trait',
-         ('self', '*', 'trait_name', 'trait_type')),
         ('nova.scheduler.client.report:report_client_singleton', ()),
         ('nova.scheduler.client.report:SchedulerReportClient.put',
          ('self', 'url', 'data', '*', 'version', 'global_request_id')),
@@ -86,15 +74,10 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         #: 400 to a query forbidding a trait it does not know.
         self._trait_known = False
 
-    @classmethod
-    def validate_config(cls, config):
-        if config.pcpu_ext.isolate_fallback_mode == 'forbid_trait':
-            LOG.warning('%s', FORBID_TRAIT_DEPRECATED)
-
     @staticmethod
-    def _acts(mode, spec_obj):
-        """Whether the filter acts on this isolate request in this mode."""
-        return (CONF.pcpu_ext.isolate_fallback_mode == mode and
+    def _drops(spec_obj):
+        """Whether the filter drops the fallback query of this request."""
+        return (CONF.pcpu_ext.isolate_fallback_mode == 'drop' and
                 requests_isolate(spec_obj))
 
     @staticmethod
@@ -107,7 +90,7 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
                   'trait': HYPERTHREADING, 'decision': decision})
 
     def allow_fallback(self, context, spec_obj, resources):
-        if not self._acts('drop', spec_obj):
+        if not self._drops(spec_obj):
             return True
         self._log(context, spec_obj,
                   'not making the VCPU fallback placement query ([pcpu_ext] '
@@ -116,20 +99,8 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         return False
 
     def fallback_request(self, context, spec_obj, resources):
-        if CONF.pcpu_ext.isolate_fallback_mode == 'legacy_only':
-            return self._legacy_only(context, spec_obj, resources)
-        if not self._acts('forbid_trait', spec_obj):
+        if CONF.pcpu_ext.isolate_fallback_mode != 'legacy_only':
             return resources
-        # NOTE: the unsuffixed group is built afresh for every query, unlike
-        # the root traits, which alias the RequestSpec's sets.
-        resources.get_request_group(None).add_trait(
-            trait_name=HYPERTHREADING, trait_type='forbidden')
-        self._log(context, spec_obj,
-                  'the VCPU fallback placement query forbids it too '
-                  '([pcpu_ext] isolate_fallback_mode = forbid_trait).')
-        return resources
-
-    def _legacy_only(self, context, spec_obj, resources):
         self._make_trait_known(context)
         # NOTE: a new set: the root traits alias the RequestSpec's, which
         # the first query and later moves read too.

@@ -4,20 +4,48 @@
 # operator then has: the entry points, the console scripts and the tempest
 # plugin. The sdist and the wheel are built from a clean clone of HEAD, so
 # a file that is not committed cannot make this pass.
+#
+# The build is a release's: in the clone, HEAD carries an annotated tag
+# RELEASE, the release being prepared, as when a release is cut
+# (doc/source/contributor/releasing.rst). The files must have the names
+# pbr and setuptools give that release and pass twine check, and the
+# installed commands must print that version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+RELEASE=1.0.0
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 git clone --quiet "$PWD" "$work/src"
+# A tag of that name elsewhere in the history is not HEAD's: the clone's
+# copy is replaced.
+git -C "$work/src" tag --delete "$RELEASE" > /dev/null 2>&1 || true
+git -C "$work/src" -c user.name=release-check -c user.email=release-check \
+    tag -a "$RELEASE" -m "$RELEASE"
 python -m build --sdist --wheel --outdir "$work/dist" "$work/src" \
     > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-ls "$work"/dist/nova_pcpu_ext-*.tar.gz > /dev/null
-pip install --quiet -c constraints.txt "$work"/dist/nova_pcpu_ext-*.whl
+started=$SECONDS
+wheel=nova_pcpu_ext-$RELEASE-py3-none-any.whl
+sdist=nova_pcpu_ext-$RELEASE.tar.gz
+built=$(cd "$work/dist" && ls | sort | tr '\n' ' ')
+expected=$(printf '%s\n' "$wheel" "$sdist" | sort | tr '\n' ' ')
+[ "$built" = "$expected" ] || {
+    echo "built: $built; expected: $expected" >&2; exit 1; }
+twine check --strict "$work/dist/$wheel" "$work/dist/$sdist"
+(cd "$work/dist" && sha256sum "$wheel" "$sdist")
+pip install --quiet -c constraints.txt "$work/dist/$wheel"
 
 # Installed from the wheel, not from this tree.
 cd "$work"
+for script in nova-pcpu-ext-status nova-pcpu-ext-manage; do
+    printed=$(OS_NOVA_DISABLE_EVENTLET_PATCHING=1 "$script" --version)
+    [ "$printed" = "nova-pcpu-ext $RELEASE" ] || {
+        echo "$script --version printed: $printed" >&2; exit 1; }
+done
+echo "release $RELEASE: ok (file names, twine check, --version;" \
+     "$((SECONDS - started)) s)"
+
 python - <<'PYTHON'
 from importlib import metadata
 

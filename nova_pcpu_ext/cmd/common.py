@@ -22,6 +22,7 @@ import traceback
 from oslo_config import cfg
 import prettytable
 
+from nova_pcpu_ext import activation
 from nova_pcpu_ext import exception
 
 #: Exit code of a command that could not run: bad configuration, a
@@ -33,6 +34,21 @@ UNEXPECTED = 255
 INTERRUPTED = 128 + signal.SIGINT
 #: Seconds of a run before its progress is reported, and between reports.
 PROGRESS_INTERVAL = 5
+
+
+def version():
+    """What ``--version`` prints: ``nova-pcpu-ext <version>``."""
+    return '%s %s' % (activation.DISTRIBUTION, activation.version())
+
+
+def parse_args(conf, prog, argv=None):
+    """Parse the command line and Nova's configuration files into ``conf``.
+
+    With ``--version``, print :func:`version` and exit 0 (oslo.config's
+    option, listed by ``--help``).
+    """
+    conf(sys.argv[1:] if argv is None else argv, project='nova', prog=prog,
+         version=version())
 
 
 def unexpected(prog, error):

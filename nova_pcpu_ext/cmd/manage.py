@@ -216,6 +216,6 @@ def main():
                                             handler=_add_commands))
 
     def command():
-        CONF(sys.argv[1:], project='nova', prog=PROG)
+        common.parse_args(CONF, PROG)
         return CONF.category.function(CONF.category)
     return common.run(PROG, command)

@@ -34,7 +34,6 @@ from nova_pcpu_ext import audit
 from nova_pcpu_ext import clients
 from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext import compute
-from nova_pcpu_ext import conf as pcpu_ext_conf
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import scheduler
@@ -158,9 +157,6 @@ def config_problems():
             '%s: add the entry on scheduler hosts, or run the scheduler as '
             '%s, or the request filters never run.' % (
                 ACTIVATE_SCHEDULER, SCHEDULER_ENTRY_POINT, SCHEDULER_COMMAND)))
-    if pcpu_ext_conf.is_set(CONF, 'pcpu_ext', 'placement_managed_ratios'):
-        problems.append((audit.WARNING,
-                         pcpu_ext_conf.PLACEMENT_MANAGED_RATIOS_GONE))
     return problems
 
 
@@ -223,7 +219,7 @@ def scans_legacy_hosts(mode):
     unreadable mode, judged as the default), Nova's workaround, and
     without the request filter, as the hardly-move check always judged.
     """
-    return mode not in ('legacy_only', 'forbid_trait')
+    return mode != 'legacy_only'
 
 
 def left_out(mode, nodes):
@@ -233,8 +229,6 @@ def left_out(mode, nodes):
     """
     if mode in ('drop', WORKAROUND):
         return nodes.legacy
-    if mode == 'forbid_trait':
-        return nodes.legacy_with_ht()
     return []
 
 
@@ -275,23 +269,17 @@ def judge_legacy_hosts(mode, nodes, servers, lacking=()):
         return upgradecheck.Result(upgradecheck.Code.SUCCESS, NO_LEGACY)
     if not hosts:
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
-    if mode == 'forbid_trait':
-        which = 'legacy hosts with hyperthreads (no PCPU inventory)'
-        rule = ('With the deprecated [pcpu_ext] isolate_fallback_mode = '
-                'forbid_trait')
-        what, keep = 'an isolate server', ''
+    which = ('legacy hosts (no PCPU inventory: vcpu_pin_set, or no '
+             'dedicated CPUs; %d with hyperthreads)' % sum(
+                 provider['uuid'] in nodes.hyperthreaded
+                 for provider in hosts))
+    if mode == WORKAROUND:
+        rule = ('With Nova\'s [workarounds] disable_fallback_pcpu_query '
+                '= True, whatever [pcpu_ext] isolate_fallback_mode says,')
+        what, keep = 'a pinned server', 'unset the workaround and '
     else:
-        which = ('legacy hosts (no PCPU inventory: vcpu_pin_set, or no '
-                 'dedicated CPUs; %d with hyperthreads)' % sum(
-                     provider['uuid'] in nodes.hyperthreaded
-                     for provider in hosts))
-        if mode == WORKAROUND:
-            rule = ('With Nova\'s [workarounds] disable_fallback_pcpu_query '
-                    '= True, whatever [pcpu_ext] isolate_fallback_mode says,')
-            what, keep = 'a pinned server', 'unset the workaround and '
-        else:
-            rule = 'With [pcpu_ext] isolate_fallback_mode = drop'
-            what, keep = 'an isolate server', ''
+        rule = 'With [pcpu_ext] isolate_fallback_mode = drop'
+        what, keep = 'an isolate server', ''
     return upgradecheck.Result(upgradecheck.Code.WARNING, (
         '%d %s: %s; %d isolate servers run on them. %s none of them takes '
         '%s, nor is the destination of a move (migrate, resize, evacuate, '
@@ -496,7 +484,6 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _check_isolate_stuck(self):
         mode = fallback_mode()
-        forbid_trait = mode == 'forbid_trait'
 
         def judge(placement, found):
             with_room = sum(audit.destination(placement, f, mode)
@@ -528,22 +515,20 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
             if mode == WORKAROUND:
                 rule = 'With [workarounds] disable_fallback_pcpu_query = True'
             else:
-                rule = ('With the isolate_vcpu_fallback request filter in %s '
-                        'mode' % ('forbid_trait' if forbid_trait else 'drop'))
+                rule = ('With the isolate_vcpu_fallback request filter in '
+                        'drop mode')
             return upgradecheck.Result(upgradecheck.Code.WARNING, (
                 '%d isolate servers run on %s: %s. %s. %s they can move '
                 '(migrate, resize, evacuate, unshelve) only to enabled hosts '
-                'without hyperthreads%s; %d of them each have room on one '
-                'now, if moved alone.' % (
+                'without hyperthreads that report PCPU; %d of them each '
+                'have room on one now, if moved alone.' % (
                     len(found), where, _server_list(found), isolated, rule,
-                    '' if forbid_trait else ' that report PCPU', with_room)))
+                    with_room)))
 
         if mode == 'legacy_only':
             # NOTE: the fallback query offers them every legacy host, as
             # in stock Nova.
             return self._isolate_check(lambda found: False, judge)
-        if forbid_trait:
-            return self._isolate_check(lambda found: found.legacy, judge)
         return self._isolate_check(lambda found: found.legacy, judge,
                                    covers=lambda name, hyperthreaded: True)
 
@@ -581,5 +566,13 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
 def main():
     CONF.register_cli_opts(clients.CLI_OPTS)
-    return common.run(PROG, lambda: upgradecheck.main(
-        CONF, project='nova', upgrade_command=UpgradeChecks()))
+
+    def command():
+        # NOTE: upgradecheck.main() parses the command line without a
+        # version; these are its steps, its module's CONF included (the
+        # checks' --json reads it), with --version.
+        upgradecheck.register_cli_options(CONF, UpgradeChecks())
+        common.parse_args(CONF, PROG)
+        upgradecheck.CONF = CONF
+        return upgradecheck.run(CONF)
+    return common.run(PROG, command)

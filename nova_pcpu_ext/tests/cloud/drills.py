@@ -15,7 +15,7 @@ the extension: the same faults, at the same time, with the same seed.
 
 Each drill measures figures on both deployments; a figure with a
 requirement must meet it on the extension deployment (stock's value is
-shown beside it, whatever it is). See doc/source/reliability.rst.
+shown beside it, whatever it is). See doc/source/contributor/reliability.rst.
 """
 
 import calendar
@@ -581,7 +581,6 @@ BAD_OPTIONS = (
     ('compute-ht', 'pcpu_ext', 'isolate_fallback_mode', 'sometimes'),
     ('compute-ht', 'pcpu_ext', 'resource_tracker_mixins', 'no_such_mixin'),
     ('compute-ht', 'pcpu_ext', 'provider_lock_warn_seconds', '-1'),
-    ('compute-ht', 'pcpu_ext', 'placement_managed_ratios', 'maybe'),
     ('compute-ht', 'DEFAULT', 'ram_allocation_ratio', 'lots'),
     ('compute-ht', 'DEFAULT', 'disk_allocation_ratio', 'nan'),
     ('compute-ht', 'DEFAULT', 'initial_cpu_allocation_ratio', 'inf'),

@@ -16,8 +16,9 @@ It starts as stock Nova with servers and the two bugs' damage, is switched
 on one service at a time while a load boots and deletes servers and
 disables and enables computes, is repaired with the operator commands,
 switched off again the same way and back on. Each step follows
-doc/source/install.rst ("Switching it on in a running cloud", "Switching it
-off"), through the devstack plugin, and ends with the extension active.
+doc/source/install/switching.rst ("Switching it on in a running cloud",
+"Switching it off"), through the devstack plugin, and ends with the
+extension active.
 """
 
 import collections
@@ -720,7 +721,7 @@ class Journey:
             releases['controllers'].versions['nova'], ' and '.join(computes))
 
     def upgrade(self, series):
-        """Upgrade to ``series`` under load, as install.rst says.
+        """Upgrade to ``series`` under load, as install/upgrading.rst says.
 
         placement and the controllers first (their database migrations
         with the new release's tools), while the load pauses; then each

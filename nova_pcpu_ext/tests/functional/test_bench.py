@@ -109,26 +109,23 @@ class BenchSmokeTest(testtools.TestCase):
 
         isolate = scenarios[('isolate', 10, 1000, 50, None)]
         queries = isolate['placement_queries']
-        self.assertEqual((2, 1, 2, 2), tuple(
+        self.assertEqual((2, 1, 2), tuple(
             queries[variant] for variant in scheduling.VARIANTS))
         # Stock's fallback yields every host, the new-style ones too;
-        # legacy_only's the 5 legacy hosts; forbid_trait's those without
-        # hyperthreads (2 new-style, 2 legacy).
-        self.assertEqual({'stock': 5, 'drop': 0, 'legacy_only': 0,
-                          'forbid_trait': 2}, self.values(
-            isolate['fallback_new_style_candidates']))
-        self.assertEqual({'stock': 10, 'drop': 2, 'legacy_only': 7,
-                          'forbid_trait': 4},
+        # legacy_only's the 5 legacy hosts.
+        self.assertEqual({'stock': 5, 'drop': 0, 'legacy_only': 0},
+                         self.values(
+                             isolate['fallback_new_style_candidates']))
+        self.assertEqual({'stock': 10, 'drop': 2, 'legacy_only': 7},
                          self.values(isolate['hosts_filtered']))
         pinned = scenarios[('pinned', 10, 1000, 50, None)]
         self.assertEqual(5, pinned['fallback_new_style_candidates']['stock'])
-        self.assertEqual({'stock': 2, 'drop': 2, 'legacy_only': 2,
-                          'forbid_trait': 2},
+        self.assertEqual({'stock': 2, 'drop': 2, 'legacy_only': 2},
                          self.values(pinned['placement_queries']))
         for mix in scheduling.MIXES:
             figures = scenarios[(mix, 10, 1000, 50, None)]
-            self.assertEqual({'stock': 0, 'drop': 0, 'legacy_only': 0,
-                              'forbid_trait': 0}, figures['no_valid_host'])
+            self.assertEqual({'stock': 0, 'drop': 0, 'legacy_only': 0},
+                             figures['no_valid_host'])
         latency = pinned['latency_median_ms']
         self.assertEqual(3, latency['samples'])
         for mode in scheduling.MODES:
@@ -137,12 +134,10 @@ class BenchSmokeTest(testtools.TestCase):
 
         # New-style hosts without hyperthreads full: drop refuses what
         # stock places on legacy hosts. Then the legacy ones without
-        # hyperthreads too: forbid_trait refuses as well, legacy_only
-        # places on legacy hosts with hyperthreads as stock does.
-        for state, refused in (('new_no_ht', {'drop': 3, 'legacy_only': 0,
-                                              'forbid_trait': 0}),
-                               ('no_ht', {'drop': 3, 'legacy_only': 0,
-                                          'forbid_trait': 3})):
+        # hyperthreads too: legacy_only places on legacy hosts with
+        # hyperthreads as stock does.
+        for state, refused in (('new_no_ht', {'drop': 3, 'legacy_only': 0}),
+                               ('no_ht', {'drop': 3, 'legacy_only': 0})):
             figures = scenarios[('isolate', 10, 1000, 50, state)]
             self.assertEqual(0, figures['no_valid_host']['stock'], state)
             self.assertEqual(refused, figures['refused_where_stock_placed'],

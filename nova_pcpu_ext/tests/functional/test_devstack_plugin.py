@@ -111,14 +111,14 @@ class DevstackPluginTest(ScratchFilesTestCase):
 
     def test_post_config_activates_the_scheduler(self):
         self.phase('stack', 'post-config',
-                   NOVA_PCPU_EXT_ISOLATE_FALLBACK_MODE='forbid_trait')
+                   NOVA_PCPU_EXT_ISOLATE_FALLBACK_MODE='legacy_only')
         self.phase('stack', 'post-config',
-                   NOVA_PCPU_EXT_ISOLATE_FALLBACK_MODE='forbid_trait')
+                   NOVA_PCPU_EXT_ISOLATE_FALLBACK_MODE='legacy_only')
 
         self.assertEqual(['nova.scheduler.filters.all_filters',
                           'nova_pcpu_ext.scheduler.activate'],
                          self.available_filters())
-        self.assertEqual(['True', 'True', 'True', 'forbid_trait'],
+        self.assertEqual(['True', 'True', 'True', 'legacy_only'],
                          self.check(self.nova_conf))
 
     def test_post_config_keeps_existing_filters(self):
@@ -151,11 +151,18 @@ class DevstackPluginTest(ScratchFilesTestCase):
 
     def test_test_config(self):
         self.phase('stack', 'test-config',
-                   NOVA_PCPU_EXT_TEMPEST_STATUS_STORM_SECONDS='20')
+                   NOVA_PCPU_EXT_TEMPEST_STATUS_STORM_SECONDS='20',
+                   NOVA_PCPU_EXT_TEMPEST_DESTRUCTIVE='True')
         tempest_conf = self.read(self.tempest_conf)
         self.assertIn('[service_available]\nnova_pcpu_ext = True',
                       tempest_conf)
         self.assertIn('status_storm_seconds = 20', tempest_conf)
+        self.assertIn('destructive_tests = True', tempest_conf)
+
+    def test_destructive_tests_off_by_default(self):
+        self.phase('stack', 'test-config')
+        self.assertIn('destructive_tests = False',
+                      self.read(self.tempest_conf))
 
     def test_clean_undoes_post_config(self):
         self.phase('stack', 'post-config')

@@ -48,7 +48,7 @@ class GrenadePluginTest(test_devstack_plugin.ScratchFilesTestCase):
         calls = grenade.run_upgrade_script(
             'upgrade.sh', self.tmp, NOVA_CONF=self.nova_conf,
             NOVA_CPU_CONF=self.cpu_conf,
-            NOVA_PCPU_EXT_ISOLATE_FALLBACK_MODE='forbid_trait')
+            NOVA_PCPU_EXT_ISOLATE_FALLBACK_MODE='legacy_only')
 
         bin_dir = sysconfig.get_path('scripts')
         self.assertEqual(
@@ -62,7 +62,7 @@ class GrenadePluginTest(test_devstack_plugin.ScratchFilesTestCase):
              ['ensure_services_started', 'n-sch', 'n-cpu']],
             calls)
         for conf in (self.nova_conf, self.cpu_conf):
-            self.assertIn('isolate_fallback_mode = forbid_trait',
+            self.assertIn('isolate_fallback_mode = legacy_only',
                           self.read(conf))
         # The base side's entry is kept, not added twice.
         self.assertEqual(1, self.read(self.nova_conf).count(

@@ -135,39 +135,6 @@ class DropModeTest(_IsolateTestBase):
         self.assertNotIn(ACTED, self.stdlog.logger.output)
 
 
-class ForbidTraitModeTest(_IsolateTestBase):
-
-    def setUp(self):
-        super().setUp()
-        self.flags(isolate_fallback_mode='forbid_trait', group='pcpu_ext')
-
-    def test_legacy_host_without_hyperthreads_takes_isolate(self):
-        self.useFixture(base.StripIsolateMitigation())
-        ht_rp = self.start_new_style_host('compute1')
-        legacy_rp = self.start_legacy_host('compute2', NO_HYPERTHREADS)
-
-        for _ in range(2):
-            server = self.boot(ISOLATE)
-            self.assertEqual('compute2', server['OS-EXT-SRV-ATTR:host'])
-
-        self.assertEqual({}, self.usages(ht_rp))
-        self.assertEqual({'VCPU': 2, 'MEMORY_MB': 4096, 'DISK_GB': 40},
-                         self.usages(legacy_rp))
-        self.assertEqual(4, len(self.placement_queries))
-        for query in self.placement_queries:
-            self.assertIn(FORBIDS_HT, query)
-
-    def test_hyperthreaded_legacy_host_never_takes_isolate(self):
-        rp_uuid = self.start_legacy_host('compute1', HYPERTHREADED)
-
-        self.boot(ISOLATE, expected_state='ERROR')
-
-        self.assertEqual({}, self.usages(rp_uuid))
-        self.assertEqual(2, len(self.placement_queries))
-        for query in self.placement_queries:
-            self.assertIn(FORBIDS_HT, query)
-
-
 class LegacyOnlyModeTest(_IsolateTestBase):
     """The fallback yields legacy hosts only, with or without hyperthreads.
 

@@ -708,49 +708,6 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         self.assertEqual({'VCPU': 1}, self.cpu_usages(self.ht_rp))
 
 
-class HealIsolateForbidTraitTest(operator_commands.OperatorCommandTestBase,
-                                 integrated_helpers.InstanceHelperMixin):
-    """``forbid_trait`` mode: a legacy host without hyperthreads will do.
-
-    Both hosts pin from ``vcpu_pin_set``; the isolate server holds VCPU
-    wherever it runs. It is isolated the legacy way, as when an operator
-    retires a hyperthreaded ``vcpu_pin_set`` host: moved only when asked.
-    """
-
-    extension = False
-    CAST_AS_CALL = False
-    FORBID_TRAIT = '[pcpu_ext]\nisolate_fallback_mode = forbid_trait\n'
-
-    def test_moves_to_a_legacy_host_without_hyperthreads(self):
-        self.useFixture(LiveMigrationOverFakeLibvirt(self.computes))
-        ht_rp = self.start_host('compute1', HYPERTHREADED,
-                                vcpu_pin_set='0-3')
-        server = self.boot(ISOLATE)
-        self.flags(isolate_fallback_mode='forbid_trait', group='pcpu_ext')
-        self.extension = True
-        self.scheduler.stop()
-        self.scheduler = self._setup_scheduler_service()
-        no_ht_rp = self.start_host('compute2', NO_HYPERTHREADS,
-                                   vcpu_pin_set='0-3')
-
-        in_drop_mode = self.manage('heal', 'isolate', '--dry-run',
-                                   '--include-legacy', '--format', 'json')
-        result = self.manage('heal', 'isolate', '--include-legacy',
-                             '--format', 'json',
-                             extra_conf=self.FORBID_TRAIT)
-
-        self.assertIn('no eligible destination',
-                      json.loads(in_drop_mode.stdout)[0]['result'])
-        self.assertEqual(0, result.returncode, result.stderr)
-        self.assertEqual([('compute2', 'VCPU:1', 'healed')],
-                         [(m['to_host'], m['after'], m['result'])
-                          for m in json.loads(result.stdout)])
-        self.assertEqual({}, self.usages(ht_rp))
-        self.assertEqual(1, self.usages(no_ht_rp)['VCPU'])
-        self.assertEqual('compute2', self.admin_api.get_server(
-            server['id'])['OS-EXT-SRV-ATTR:host'])
-
-
 class HealIsolateLegacyOnlyTest(operator_commands.OperatorCommandTestBase,
                                 integrated_helpers.InstanceHelperMixin):
     """In legacy_only mode a legacy host with hyperthreads takes the victim.

@@ -29,6 +29,7 @@ from nova import version
 import os_traits
 import testtools
 
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
 from nova_pcpu_ext.tests.functional.base import NO_HYPERTHREADS
@@ -76,11 +77,19 @@ class _OwnerNovaTestBase(base.ExtensionTestBase):
         return ht_rp, no_ht_rp
 
     def assertQueriesKeepOwner(self, count):
-        """``count`` queries, each requiring OWNER_NOVA, none hyperthreads."""
+        """``count`` queries, each requiring OWNER_NOVA.
+
+        The first, for PCPU, forbids hyperthreads; the VCPU fallback query
+        of ``legacy_only`` mode forbids the hosts that report PCPU.
+        """
         self.assertEqual(count, len(self.placement_queries))
         for query in self.placement_queries:
             self.assertIn(OWNER, _traits(query, 'root_required'))
-            self.assertIn('!' + HYPERTHREADING, _traits(query, 'required'))
+        self.assertIn('!' + HYPERTHREADING,
+                      _traits(self.placement_queries[0], 'required'))
+        for query in self.placement_queries[1:]:
+            self.assertIn('!' + pcpu_trait.TRAIT,
+                          _traits(query, 'root_required'))
 
     def remove_owner(self, rp_uuid):
         """Take OWNER_NOVA off a provider in placement behind Nova's back."""
@@ -116,8 +125,8 @@ class RequestFilterKeepsOwnerTest(_OwnerNovaTestBase):
                          self.usages(no_ht_rp))
         self.assertQueriesKeepOwner(1)
 
-    def test_forbid_trait_mode(self):
-        self.flags(isolate_fallback_mode='forbid_trait', group='pcpu_ext')
+    def test_legacy_only_mode(self):
+        self.flags(isolate_fallback_mode='legacy_only', group='pcpu_ext')
         _ht_rp, legacy_rp = self.start_hosts('legacy')
 
         server = self.boot(ISOLATE)
@@ -127,13 +136,13 @@ class RequestFilterKeepsOwnerTest(_OwnerNovaTestBase):
                          self.usages(legacy_rp))
         self.assertQueriesKeepOwner(2)
 
-    def test_forbid_trait_fallback_query_rejects_provider_without_owner(self):
+    def test_legacy_only_fallback_query_rejects_provider_without_owner(self):
         """The requirement reaches placement in the query the filter edits.
 
         Only the VCPU fallback query can match the legacy host: without
         OWNER_NOVA it must not.
         """
-        self.flags(isolate_fallback_mode='forbid_trait', group='pcpu_ext')
+        self.flags(isolate_fallback_mode='legacy_only', group='pcpu_ext')
         _ht_rp, legacy_rp = self.start_hosts('legacy')
         self.remove_owner(legacy_rp)
 

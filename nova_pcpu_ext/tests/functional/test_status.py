@@ -63,7 +63,6 @@ NO_LEGACY = (0, (
     "and so does Nova's own [workarounds] disable_fallback_pcpu_query = "
     "True, which drops the VCPU fallback query for every pinned request."))
 LEGACY_ONLY = '[pcpu_ext]\nisolate_fallback_mode = legacy_only\n'
-FORBID_TRAIT = '[pcpu_ext]\nisolate_fallback_mode = forbid_trait\n'
 #: Servers show the image properties Nova stored at boot (microversion
 #: 2.98, from Nova 2025.1).
 STORED_IMAGE_PROPERTIES = api_version_request.max_api_version() >= (
@@ -286,9 +285,6 @@ class PlacementChecksTest(testtools.TestCase):
         _code, configured = check(self.status, nova_conf=self.nova_conf(
             '[DEFAULT]\ncpu_allocation_ratio = 8.0\n'))
         code, defaults = check(self.status)
-        code_deprecated, deprecated = check(
-            self.status, nova_conf=self.nova_conf(
-                '[pcpu_ext]\nplacement_managed_ratios = true\n'))
 
         self.assertEqual(1, configured['Allocation ratios to be changed'][0])
         self.assertIn('1 found, the worst on compute1',
@@ -297,12 +293,6 @@ class PlacementChecksTest(testtools.TestCase):
                       configured['Allocation ratios to be changed'][1])
         self.assertEqual((0, (0, None)), (
             code, defaults['Allocation ratios to be changed']))
-        self.assertEqual(1, code_deprecated)
-        self.assertEqual((0, None),
-                         deprecated['Allocation ratios to be changed'])
-        self.assertEqual(1, deprecated['Configuration'][0])
-        self.assertIn('[pcpu_ext] placement_managed_ratios is deprecated and '
-                      'has no effect', deprecated['Configuration'][1])
 
     def test_a_bad_option_replaces_no_other_result(self):
         self.placement.provider('compute1', {
@@ -556,8 +546,6 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         code, without_destination = self.isolate_checks()
         self.start_host('compute2', NO_HYPERTHREADS, dedicated='0-3')
         _code, with_destination = self.isolate_checks()
-        _code, forbid_trait = self.isolate_checks(
-            '[pcpu_ext]\nisolate_fallback_mode = forbid_trait\n')
 
         self.assertEqual(1, code)
         self.assertEqual((0, None), without_destination[CHECKS[3]])
@@ -578,10 +566,6 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
             'unshelve) only to enabled hosts without hyperthreads that '
             'report PCPU; 1 of them each have room on one now, if moved '
             'alone.'))
-        self.assertTrue(forbid_trait[CHECKS[4]][1].endswith(
-            'in forbid_trait mode they can move (migrate, resize, evacuate, '
-            'unshelve) only to enabled hosts without hyperthreads; 1 of '
-            'them each have room on one now, if moved alone.'))
 
     def legacy_cloud(self):
         """An isolate server on a legacy host with and one without HT.
@@ -600,7 +584,6 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         self.legacy_cloud()
 
         code, drop = check(self.status)
-        _code, forbid_trait = check(self.status, extra_conf=FORBID_TRAIT)
         legacy_only_code, legacy_only = check(self.status,
                                               extra_conf=LEGACY_ONLY)
 
@@ -617,18 +600,6 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
             r'Nova places and pins such servers correctly there\. To keep '
             r'them, set \[pcpu_ext\] isolate_fallback_mode = legacy_only on '
             r'the schedulers, '))
-        self.assertEqual((1, (
-            '1 legacy hosts with hyperthreads (no PCPU inventory): legacy-ht; '
-            '1 isolate servers run on them. With the deprecated [pcpu_ext] '
-            'isolate_fallback_mode = forbid_trait none of them takes an '
-            'isolate server, nor is the destination of a move (migrate, '
-            'resize, evacuate, unshelve) of one, although Nova places and '
-            'pins such servers correctly there. To keep them, set '
-            '[pcpu_ext] isolate_fallback_mode = legacy_only on the '
-            'schedulers, with the pcpu_trait resource tracker mixin on the '
-            'computes that report PCPU (nova-pcpu-ext-compute); or configure '
-            'them with [compute] cpu_dedicated_set.')),
-            forbid_trait[LEGACY_HOSTS])
         # legacy_only keeps them all: nothing to report.
         self.assertEqual((0, {name: (0, None) for name in CHECKS}),
                          (legacy_only_code, legacy_only))
@@ -638,7 +609,6 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         on_ht, without_ht = self.legacy_cloud()
 
         _code, drop = check(self.status)
-        _code, forbid_trait = check(self.status, extra_conf=FORBID_TRAIT)
 
         result, details = drop[CHECKS[4]]
         self.assertEqual(1, result)
@@ -659,12 +629,6 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
             'to enabled hosts without hyperthreads that report PCPU; 0 of '
             'them each have room on one now, if moved alone.', details)
         self.assertEqual((0, None), drop[CHECKS[3]])
-        # forbid_trait keeps legacy hosts without hyperthreads.
-        self.assertEqual(
-            '1 isolate servers run on hyperthreaded hosts configured with '
-            'vcpu_pin_set (no PCPU inventory): %s on legacy-ht (flavor '
-            'hw:cpu_thread_policy=isolate).' % on_ht['id'],
-            forbid_trait[CHECKS[4]][1].split(' Nova pinned')[0])
 
     def test_forbidden_trait_on_a_legacy_host_is_not_isolated(self):
         """Only the isolate thread policy pins one thread per core there.

@@ -159,8 +159,8 @@ def _scheduling_table(entries):
     """Stock beside each mode; ratios to stock with their intervals."""
     if not entries:
         return []
-    row = ('%-8s %5s %5s %4s %-9s %-29s %9s %9s %9s %9s %-15s %-15s %-15s '
-           '%5s')
+    row = ('%-8s %5s %5s %4s %-9s %-29s ' + '%9s ' * len(scheduling.VARIANTS)
+           + '%-15s ' * len(scheduling.MODES) + '%5s')
     lines = [row % (('scenario', 'n', 'limit', 'leg%', 'full', 'figure') +
                     scheduling.VARIANTS +
                     tuple('%s/stock' % mode for mode in scheduling.MODES) +

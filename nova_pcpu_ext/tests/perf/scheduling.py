@@ -67,7 +67,7 @@ DISK_GB = 1000
 
 #: The variants, stock first: stock Nova, then Nova with the request
 #: filter in each ``[pcpu_ext] isolate_fallback_mode``.
-VARIANTS = ('stock', 'drop', 'legacy_only', 'forbid_trait')
+VARIANTS = ('stock', 'drop', 'legacy_only')
 MODES = VARIANTS[1:]
 
 #: Legacy hosts' share of the cloud, per cent, by default.

@@ -13,7 +13,8 @@
 """tempest.conf options of the nova-pcpu-ext tempest plugin.
 
 Every test skips cleanly from these options alone, so the plugin can be
-installed beside any deployment.
+installed beside any deployment; the tests that change more than what they
+create run only with ``destructive_tests``.
 """
 
 from oslo_config import cfg
@@ -34,9 +35,16 @@ opts = [
                  help='MEMORY_MB allocation ratio the hosts should report.'),
     cfg.FloatOpt('disk_allocation_ratio', default=1.0,
                  help='DISK_GB allocation ratio the hosts should report.'),
+    cfg.BoolOpt('destructive_tests', default=False,
+                help='Run the tests that change the cloud beyond the '
+                     'servers and flavors they create and delete: they '
+                     'disable and enable compute services (one, and then '
+                     'every compute for status_storm_seconds, during which '
+                     'no server can be scheduled). Leave False on a cloud '
+                     'in use.'),
     cfg.IntOpt('status_storm_seconds', default=60, min=1,
                help='How long the status test disables and enables every '
-                    'compute service.'),
+                    'compute service (with destructive_tests only).'),
     cfg.StrOpt('libvirt_host',
                help='Service host of a compute on libvirt whose guests the '
                     'whitebox test may inspect (unset: test skipped).'),

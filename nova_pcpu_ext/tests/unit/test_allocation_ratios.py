@@ -74,21 +74,11 @@ class ValidateConfigTest(base.TestCase):
             "next ratio of Nova's precedence applies, down to the "
             "default.\n", self.logger.output)
 
-    def test_the_deprecated_option_set_is_a_warning(self):
-        self.conf.load_raw_values(group='pcpu_ext',
-                                  placement_managed_ratios='false')
-        allocation_ratios.AllocationRatiosMixin.validate_config(
-            self.conf.conf)
-        self.assertIn('[pcpu_ext] placement_managed_ratios is deprecated '
-                      'and has no effect', self.logger.output)
-
 
 class ConfiguredRatiosTest(base.TestCase):
 
     def test_held_ratios_are_kept_new_inventory_gets_initial(self):
-        # A node born when the initial defaults were 16.0 and 1.5; the
-        # deprecated option that used to decide this changes nothing.
-        self.flags(group='pcpu_ext', placement_managed_ratios=False)
+        # A node born when the initial defaults were 16.0 and 1.5.
         self.flags(group=None, initial_disk_allocation_ratio=2.0)
 
         self.assertEqual(

@@ -790,8 +790,6 @@ class ComputeNodesTest(base.TestCase):
         self.assertEqual(['new', 'nested-pcpu'],
                          [p['name'] for p in nodes.new_style])
         self.assertEqual({'legacy-ht', 'new'}, nodes.hyperthreaded)
-        self.assertEqual(['legacy-ht'],
-                         [p['name'] for p in nodes.legacy_with_ht()])
 
     def test_a_deleted_provider_is_in_neither_list(self):
         placement = FakePlacement({'VCPU': {}})
@@ -869,9 +867,6 @@ class DestinationRequestsTest(base.TestCase):
         found = self.found({'VCPU': 2}, dedicated=True)
         self.assertEqual([([{'PCPU': 2, 'MEMORY_MB': 512}], self.NO_HT)],
                          audit.destination_requests(found))
-        self.assertEqual([([{'PCPU': 2, 'MEMORY_MB': 512}], self.NO_HT),
-                          ([{'VCPU': 2, 'MEMORY_MB': 512}], self.NO_HT)],
-                         audit.destination_requests(found, 'forbid_trait'))
 
     def test_legacy_only_asks_for_vcpu_of_a_legacy_host(self):
         """With hyperthreads for isolate, as the scheduler's fallback."""
@@ -899,7 +894,7 @@ class DestinationRequestsTest(base.TestCase):
             [([{'PCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 10}, {'VGPU': 2},
                {'VGPU': 1}], self.NO_HT)], audit.destination_requests(found))
 
-    def test_destination_forbids_hyperthreads_and_disabled(self):
+    def test_destination_asks_the_queries_in_turn(self):
         asked = []
         placement = FakePlacement({})
         placement.candidate = lambda groups, root_required: asked.append(
@@ -907,8 +902,8 @@ class DestinationRequestsTest(base.TestCase):
 
         self.assertEqual('node2', audit.destination(
             placement, self.found({'VCPU': 1}, dedicated=True),
-            'forbid_trait'))
+            'legacy_only'))
         self.assertEqual(
             [([{'PCPU': 1, 'MEMORY_MB': 512}], self.NO_HT),
-             ([{'VCPU': 1, 'MEMORY_MB': 512}], self.NO_HT)],
+             ([{'VCPU': 1, 'MEMORY_MB': 512}], self.LEGACY)],
             asked)

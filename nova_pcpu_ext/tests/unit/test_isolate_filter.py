@@ -103,28 +103,8 @@ class DecisionTest(base.TestCase):
         self.assertEqual(query, self.filter.fallback_request(
             None, spec, self.fallback(spec)).to_querystring())
 
-    @ddt.data(*COMBINATIONS)
-    @ddt.unpack
-    def test_forbid_trait_mode(self, cpu_policy, thread, image_thread,
-                               trait):
-        self.flags(isolate_fallback_mode='forbid_trait')
-        spec = request_spec(cpu_policy, thread, image_thread, trait)
-        forbids = ('isolate' in (thread, image_thread) or
-                   trait == 'forbidden')
-
-        self.assertTrue(self.filter.allow_fallback(
-            None, spec, self.primary(spec)))
-        fallback = self.filter.fallback_request(None, spec,
-                                                self.fallback(spec))
-        self.assertEqual(forbids, HT in fallback.get_request_group(
-            None).forbidden_traits)
-
-    @ddt.data(('forbid_trait', 'required=%21' + HT),
-              ('legacy_only', 'root_required=%21CUSTOM_OTHER%2C%21' +
-               pcpu_trait.TRAIT))
-    @ddt.unpack
-    def test_request_spec_left_alone(self, mode, forbidden):
-        self.flags(isolate_fallback_mode=mode)
+    def test_request_spec_left_alone(self):
+        self.flags(isolate_fallback_mode='legacy_only')
         spec = request_spec('dedicated', 'isolate')
         spec.request_level_params = objects.RequestLevelParams(
             root_forbidden={'CUSTOM_OTHER'})
@@ -134,9 +114,8 @@ class DecisionTest(base.TestCase):
 
         self.assertEqual({'CUSTOM_OTHER'},
                          spec.request_level_params.root_forbidden)
-        self.assertIn(forbidden, fallback.to_querystring())
-        self.assertIn('root_required=%21CUSTOM_OTHER',
-                      fallback.to_querystring())
+        self.assertIn('root_required=%21CUSTOM_OTHER%2C%21' +
+                      pcpu_trait.TRAIT, fallback.to_querystring())
         self.assertNotIn(pcpu_trait.TRAIT,
                          self.primary(spec).to_querystring())
 
@@ -154,12 +133,6 @@ class DecisionTest(base.TestCase):
         # Only the host's trait is added: hyperthreads stay allowed.
         self.assertEqual(stock + '&root_required=%21' + pcpu_trait.TRAIT,
                          query)
-
-    def test_forbid_trait_is_deprecated(self):
-        self.flags(isolate_fallback_mode='forbid_trait')
-        self.filter.validate_config(self.conf.conf)
-        self.assertIn('forbid_trait is deprecated',
-                      self.logger.output)
 
     def test_explicit_trait_is_carried_by_nova_fallback(self):
         """What leaks is the isolate policy, not an explicit trait."""

@@ -45,7 +45,7 @@ def found(name, host, hyperthreaded=True, legacy=True, unsure=''):
 @ddt.ddt
 class FallbackModeTest(base.TestCase):
 
-    @ddt.data('drop', 'legacy_only', 'forbid_trait')
+    @ddt.data('drop', 'legacy_only')
     def test_the_mode_of_the_request_filter(self, mode):
         self.flags(isolate_fallback_mode=mode)
         self.assertEqual(mode, status.fallback_mode())
@@ -61,15 +61,13 @@ class FallbackModeTest(base.TestCase):
 
     @ddt.unpack
     @ddt.data(('drop', True), (status.WORKAROUND, True), (None, True),
-              (status.STOCK, True), ('legacy_only', False),
-              ('forbid_trait', False))
+              (status.STOCK, True), ('legacy_only', False))
     def test_legacy_hosts_without_ht_scanned(self, mode, scanned):
         self.assertEqual(scanned, status.scans_legacy_hosts(mode))
 
     @ddt.unpack
     @ddt.data(('drop', ['l1', 'l2']), (status.WORKAROUND, ['l1', 'l2']),
-              ('forbid_trait', ['l2']), ('legacy_only', []),
-              (status.STOCK, []), (None, []))
+              ('legacy_only', []), (status.STOCK, []), (None, []))
     def test_left_out(self, mode, names):
         cloud = nodes(legacy=['l1', 'l2'], new_style=['n1'],
                       hyperthreaded=['l2', 'n1'])
@@ -114,22 +112,6 @@ class JudgeLegacyHostsTest(base.TestCase):
         self.assertIn('0 with hyperthreads): l0, l1, l2, l3, l4 and 2 more; ',
                       details)
 
-    def test_forbid_trait_leaves_out_legacy_hosts_with_ht(self):
-        code, details = self.judge('forbid_trait',
-                                   servers=self.SERVERS[:1])
-        self.assertEqual(WARNING, code)
-        self.assertTrue(details.startswith(
-            '1 legacy hosts with hyperthreads (no PCPU inventory): '
-            'legacy-ht; 1 isolate servers run on them. With the deprecated '
-            '[pcpu_ext] isolate_fallback_mode = forbid_trait none of them '
-            'takes an isolate server, '), details)
-        self.assertIn('set [pcpu_ext] isolate_fallback_mode = legacy_only',
-                      details)
-
-    def test_forbid_trait_keeps_legacy_hosts_without_ht(self):
-        self.assertEqual((SUCCESS, None), self.judge(
-            'forbid_trait', nodes(legacy=['legacy'], new_style=['new'])))
-
     def test_nova_s_workaround(self):
         code, details = self.judge(status.WORKAROUND, servers=self.SERVERS)
         self.assertEqual(WARNING, code)
@@ -141,8 +123,7 @@ class JudgeLegacyHostsTest(base.TestCase):
                       'isolate_fallback_mode = legacy_only', details)
 
     def test_no_legacy_host_costs_nothing(self):
-        for mode in ('drop', status.WORKAROUND, 'forbid_trait',
-                     'legacy_only'):
+        for mode in ('drop', status.WORKAROUND, 'legacy_only'):
             self.assertEqual((SUCCESS, status.NO_LEGACY), self.judge(
                 mode, nodes(new_style=['new'], hyperthreaded=['new'])))
         self.assertEqual(

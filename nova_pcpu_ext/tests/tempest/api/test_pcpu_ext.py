@@ -16,6 +16,10 @@ Tests with the attribute ``stock-fails`` check what the extension changes:
 they fail on stock Nova configured the same way. The hosts a test needs
 are found through the API: hypervisors (os-hypervisors, whose id is the
 resource provider's UUID) and their providers' traits and inventories.
+
+A test class that changes anything beyond the servers and flavors it
+creates and deletes says what in ``changes``; it runs only with ``[pcpu_ext]
+destructive_tests = True``.
 """
 
 import collections
@@ -40,17 +44,27 @@ DISABLED = 'COMPUTE_STATUS_DISABLED'
 #: A compute node: its service host, provider and what placement shows.
 Host = collections.namedtuple('Host', 'name rp_uuid traits inventories')
 
+#: Why a class that changes more than its own servers skips by default.
+DESTRUCTIVE_SKIP = ('[pcpu_ext] destructive_tests is False and this test %s; '
+                    'set it to True to run it, on a cloud nobody else uses')
+
 
 class _PcpuExtTest(base.BaseV2ComputeAdminTest):
     # Hypervisor ids are resource provider UUIDs; "host" on server create.
     min_microversion = '2.74'
     placement_min_microversion = '1.6'
+    #: What the class changes beyond the servers and flavors it creates
+    #: and deletes (None: nothing); it then runs with destructive_tests
+    #: only.
+    changes = None
 
     @classmethod
     def skip_checks(cls):
         super().skip_checks()
         if not CONF.service_available.nova_pcpu_ext:
             raise cls.skipException('nova-pcpu-ext is not enabled')
+        if cls.changes and not CONF.pcpu_ext.destructive_tests:
+            raise cls.skipException(DESTRUCTIVE_SKIP % cls.changes)
 
     @classmethod
     def setup_clients(cls):
@@ -246,6 +260,8 @@ class AllocationRatiosTest(_PcpuExtTest):
 
 
 class _StatusTest(_PcpuExtTest):
+    changes = ('disables and enables a compute service, to which no server '
+               'can be scheduled meanwhile')
 
     def traits(self, rp_uuid):
         return set(self.providers_client.list_resource_provider_traits(
@@ -277,6 +293,9 @@ class ComputeStatusTraitTest(_StatusTest):
 @decorators.serial
 class ComputeStatusStormTest(_StatusTest):
     """Alone: while it runs, every compute is disabled half of the time."""
+    changes = ('disables and enables every compute service for '
+               'status_storm_seconds, during which boots can fail with '
+               'No valid host')
 
     @decorators.attr(type='slow')
     @decorators.idempotent_id('9f3a6d28-1c4e-4b7a-8e95-d2b6f0a7c314')
