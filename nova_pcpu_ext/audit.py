@@ -53,6 +53,12 @@ STEMS = {rc: stem for rc, stem, _default in allocation_ratios.RATIOS}
 HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
 #: A server's compute node, as the Compute API shows it.
 NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
+#: The compute nodes of a server's moves that did not end, which may hold
+#: its resources; Nova's databases show them, no Compute API view does.
+MOVE_NODES = 'move_nodes'
+#: The trait of a provider sharing its resources with the compute nodes of
+#: its aggregates.
+SHARING = os_traits.MISC_SHARES_VIA_AGGREGATE
 
 
 @dataclasses.dataclass
@@ -517,20 +523,56 @@ def isolate_servers(placement, compute, host=None, progress=_quiet,
 
 
 def _held_by_candidates(placement, targets, candidates, progress):
-    """``(held, consumers)`` of the targets, read from the candidates.
+    """``(held, consumers)`` of the targets, read where candidates are.
 
-    Placement is asked what each server that may forbid hyperthreads
-    holds (``held``: ``{UUID: allocations}``), not what every host holds;
-    ``consumers`` lists, per target, the candidates holding some of it.
+    ``held``: ``{UUID: allocations}`` of the candidates (servers that may
+    forbid hyperthreads) holding resources of a target; ``consumers``: per
+    target, those candidates, or None if it was deleted meanwhile.
+    Placement is asked what each target holds where a candidate runs or
+    one of its moves began or ends, one read a host. A candidate is asked
+    about alone where it may hold resources of other providers than its
+    hosts (a nested tree, a sharing provider), which judging it needs.
     """
-    held = dict(zip(candidates, read_all(
-        placement.consumer_allocations, list(candidates), progress,
+    by_name = {provider['name']: provider for provider in targets}
+    hosts = list({by_name[node]['uuid']: by_name[node] for server in
+                  candidates.values() for node in
+                  {server.get(NODE)} | set(server.get(MOVE_NODES, ()))
+                  if node in by_name}.values())
+    on_hosts = read_all(lambda provider: _unless_gone(
+        placement.allocations, provider['uuid']), hosts, progress,
+        'reading allocations of hosts')
+    held = {}
+    for provider, allocations in zip(hosts, on_hosts):
+        for consumer, resources in (allocations or {}).items():
+            if consumer in candidates:
+                held.setdefault(consumer, {})[provider['uuid']] = resources
+    beyond = _beyond_a_node(placement) if held else set()
+    alone = [consumer for consumer, allocations in held.items()
+             if set(allocations) & beyond]
+    held.update(zip(alone, read_all(
+        placement.consumer_allocations, alone, progress,
         'reading allocations of servers')))
     holders = {}
-    for consumer, allocations in held.items():
-        for rp_uuid in allocations:
+    for consumer in candidates:
+        for rp_uuid in held.get(consumer, ()):
             holders.setdefault(rp_uuid, []).append(consumer)
-    return held, [holders.get(provider['uuid'], []) for provider in targets]
+    gone = {provider['uuid'] for provider, allocations
+            in zip(hosts, on_hosts) if allocations is None}
+    return held, [None if provider['uuid'] in gone else
+                  holders.get(provider['uuid'], []) for provider in targets]
+
+
+def _beyond_a_node(placement):
+    """UUIDs of the nodes whose servers may hold other providers' resources.
+
+    Every root provider when one shares its resources, else those with
+    providers below them.
+    """
+    every = placement.providers()
+    if placement.providers(required=SHARING):
+        return {_root(provider) for provider in every}
+    return {_root(provider) for provider in every
+            if _root(provider) != provider['uuid']}
 
 
 def _unless_gone(read, *args, **kwargs):

@@ -19,7 +19,7 @@ number of times (see :data:`RETRIES`).
 """
 
 import concurrent.futures
-import copy
+import json
 import os
 import threading
 import urllib.parse
@@ -321,8 +321,11 @@ class Placement(Service):
             return super().get(url, *keys, **kwargs)
         asked = (url, keys, kwargs.get('microversion'))
         if asked not in self._answers:
-            self._answers[asked] = super().get(url, *keys, **kwargs)
-        return copy.deepcopy(self._answers[asked])
+            # As JSON, each caller's copy of an answer is parsed from:
+            # faster than a deep copy of 10,000 providers.
+            self._answers[asked] = json.dumps(super().get(url, *keys,
+                                                          **kwargs))
+        return json.loads(self._answers[asked])
 
     def providers(self, **query):
         """Resource providers, filtered by ``query``.

@@ -36,6 +36,7 @@ import oslo_messaging
 from oslo_utils import importutils
 import sqlalchemy as sa
 
+from nova_pcpu_ext import audit
 from nova_pcpu_ext import exception
 
 profiler_opts = importutils.try_import('osprofiler.opts')
@@ -58,6 +59,11 @@ BATCH = 500
 #: The prefix of the image properties in an instance's system metadata.
 IMAGE_PREFIX = 'image_'
 HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
+#: Statuses of a migration that ended: it holds nothing any more. Any
+#: other may hold resources of its source or destination, an evacuation
+#: ``done`` its source's until that compute starts again, one that failed
+#: what its clean-up missed.
+ENDED = ('completed', 'confirmed', 'reverted', 'cancelled')
 
 
 def connect(conf):
@@ -103,6 +109,7 @@ class NovaDatabase(object):
         self.context = nova_context.get_admin_context()
         #: ``{cell name: why it did not answer}``.
         self.down_cells = {}
+        self._candidates = None
 
     def servers(self, wanted, progress=lambda listed: None):
         """``{UUID: server}`` of the servers of ``wanted`` Nova has.
@@ -129,6 +136,16 @@ class NovaDatabase(object):
             progress(len(found))
         return found
 
+    def read_candidates_ahead(self):
+        """Start reading :meth:`candidates` in the background.
+
+        So that they are read while placement is, not after it.
+        """
+        if self._candidates is None:
+            pool = concurrent.futures.ThreadPoolExecutor(1)
+            self._candidates = pool.submit(self._read_candidates)
+            pool.shutdown(wait=False)
+
     def candidates(self):
         """``{UUID: server}`` of the servers that may forbid hyperthreads.
 
@@ -137,7 +154,12 @@ class NovaDatabase(object):
         host) is asked once for the servers whose flavor names
         ``isolate`` or the hyperthreading trait, or whose image's thread
         policy is ``isolate``: more than the checks keep, never fewer.
+        Each is shown with :data:`~nova_pcpu_ext.audit.MOVE_NODES`.
         """
+        self.read_candidates_ahead()
+        return self._candidates.result()
+
+    def _read_candidates(self):
         try:
             cells = [cell for cell in objects.CellMappingList.get_all(
                 self.context) if not cell.is_cell0()]
@@ -170,7 +192,11 @@ class NovaDatabase(object):
 
     def _candidates_of(self, cell, _args):
         cell_context = self._target(cell)
-        return self._read(cell_context, _candidate_uuids(cell_context))
+        move_nodes = _candidates(cell_context)
+        servers = self._read(cell_context, sorted(move_nodes))
+        for uuid, server in servers.items():
+            server[audit.MOVE_NODES] = move_nodes[uuid]
+        return servers
 
     def _read_cell(self, cell, uuids):
         return self._read(self._target(cell), uuids)
@@ -203,8 +229,12 @@ def _api_database_error(error):
 
 
 @main_db_api.pick_context_manager_reader
-def _candidate_uuids(context):
-    """UUIDs of the cell's servers that may forbid hyperthreads."""
+def _candidates(context):
+    """``{UUID: compute nodes of its moves}`` of the cell's candidates.
+
+    The servers that may forbid hyperthreads, with the source and
+    destination nodes of their migrations that did not end.
+    """
     flavor = sa.select(models.InstanceExtra.instance_uuid).where(
         models.InstanceExtra.deleted == 0, sa.or_(
             models.InstanceExtra.flavor.like('%isolate%'),
@@ -214,11 +244,22 @@ def _candidate_uuids(context):
         models.InstanceSystemMetadata.key == (
             IMAGE_PREFIX + 'hw_cpu_thread_policy'),
         models.InstanceSystemMetadata.value == 'isolate')
-    return sorted(context.session.scalars(
-        sa.select(models.Instance.uuid).where(
-            models.Instance.deleted == 0,
-            sa.or_(models.Instance.uuid.in_(flavor),
-                   models.Instance.uuid.in_(image)))))
+    candidates = sa.select(models.Instance.uuid).where(
+        models.Instance.deleted == 0,
+        sa.or_(models.Instance.uuid.in_(flavor),
+               models.Instance.uuid.in_(image)))
+    move_nodes = {uuid: set() for uuid in
+                  context.session.scalars(candidates)}
+    for uuid, source, dest in context.session.execute(sa.select(
+            models.Migration.instance_uuid, models.Migration.source_node,
+            models.Migration.dest_node).where(
+                models.Migration.deleted == 0,
+                models.Migration.status.not_in(ENDED),
+                models.Migration.instance_uuid.in_(candidates))):
+        # NOTE: a server created between the two queries is not one of
+        # this run's candidates.
+        move_nodes.get(uuid, set()).update({source, dest} - {None})
+    return move_nodes
 
 
 def _batches(items):

@@ -387,10 +387,21 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def check(self):
         try:
+            self._read_servers_ahead()
             return super().check()
         except Exception as error:
             # oslo.upgradecheck would print the whole traceback.
             return common.unexpected(PROG, error)
+
+    @staticmethod
+    def _read_servers_ahead():
+        """Read Nova's databases while placement's inventories are read."""
+        try:
+            database = common.nova_database(CONF)
+        except Exception:
+            return  # the isolate checks report it
+        if database is not None:
+            database.read_candidates_ahead()
 
     def _service_check(self, check):
         # The clients, and a failure to use them, are shared by the checks:

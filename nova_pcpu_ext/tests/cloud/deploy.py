@@ -194,7 +194,12 @@ class SharedServices:
                       '--bootstrap-internal-url', self.keystone_url,
                       '--bootstrap-public-url', self.keystone_url,
                       '--bootstrap-region-id', SHARED_REGION])
-        env = dict(os.environ, OS_KEYSTONE_CONFIG_DIR=conf_dir,
+        self.run_keystone()
+
+    def run_keystone(self):
+        """Start keystone, set up by :meth:`start_keystone`."""
+        env = dict(os.environ,
+                   OS_KEYSTONE_CONFIG_DIR=os.path.join(self.dir, 'keystone'),
                    CLOUD_WSGI_APP='keystone.wsgi.api:application')
         self.procs.start('keystone', gunicorn(
             self.ports['keystone'], 'nova_pcpu_ext.tests.cloud.wsgi'), env=env)

@@ -48,8 +48,9 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
     def setUp(self):
         super().setUp()
         # Six dedicated cores: each isolate server takes a whole one.
-        self.start_host('compute1', dict(HYPERTHREADED, cpu_cores=7),
-                        dedicated='0-11', shared='12-13')
+        self.rp_uuid = self.start_host(
+            'compute1', dict(HYPERTHREADED, cpu_cores=7), dedicated='0-11',
+            shared='12-13')
 
     def heal_dry_run(self, extra_conf=''):
         result = self.manage('heal', 'isolate', '--dry-run', '--format',
@@ -110,14 +111,18 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
             rows_through_api)
         self.assertEqual(2, len(rows), rows)
 
-    def test_placement_asked_about_candidates_only(self):
-        """What each server that may forbid hyperthreads holds, no more."""
-        isolate = self.boot(ISOLATE)
-        self.boot({})
-        self.boot({})
+    def test_placement_asked_about_hosts_of_candidates_only(self):
+        """What the hosts of servers that may forbid hyperthreads hold.
+
+        One read a host, not one a server, and not every host.
+        """
+        isolate = [self.boot(ISOLATE), self.boot(ISOLATE)]
         # The CPU sets are process-wide flags: the same as compute1's.
         self.start_host('compute2', dict(HYPERTHREADED, cpu_cores=7),
                         dedicated='0-11', shared='12-13')
+        for _shared in range(2):
+            self._create_server(flavor_id=self._create_flavor(),
+                                az='nova:compute2')
         proxy = self.useFixture(operator_commands.FaultyProxy(
             self.placement_server.endpoint, lambda method, path: None))
         status = operator_commands.Command(
@@ -127,11 +132,13 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         code, checks = check(status, extra_conf=self.nova_databases())
 
         self.assertEqual(2, code)
-        self.assertIn(isolate['id'], checks[ON_HT][1])
-        allocations = [path for _method, path, _status in proxy.statuses
-                       if 'allocations' in path]
-        # Not the allocations of each hyperthreaded provider.
-        self.assertEqual(['/allocations/%s' % isolate['id']], allocations)
+        assert_victims(self, checks[ON_HT][1], *(
+            (server, 'flavor hw:cpu_thread_policy=isolate')
+            for server in isolate))
+        self.assertEqual(
+            ['/resource_providers/%s/allocations' % self.rp_uuid],
+            [path for _method, path, _status in proxy.statuses
+             if 'allocations' in path])
 
     def test_a_cell_that_does_not_answer(self):
         server = self.boot(ISOLATE)

@@ -40,12 +40,27 @@ class _WhereServersRunBase(operator_commands.OperatorCommandTestBase,
 
     extension = False
 
-    def heal_dry_run(self):
+    def heal_dry_run(self, extra_conf=''):
         result = self.manage('heal', 'isolate', '--dry-run', '--format',
-                             'json')
+                             'json', extra_conf=extra_conf)
         self.assertTrue(result.stdout, result.stderr)
         return result.returncode, [(m['server'], m['from_host'], m['result'])
                                    for m in json.loads(result.stdout)]
+
+    def check_and_dry_run(self):
+        """``upgrade check`` and ``heal isolate --dry-run``.
+
+        Alike whether the servers are read through the Compute API or
+        from Nova's databases, where placement is asked what the hosts of
+        those that may forbid hyperthreads hold, and the hosts of their
+        moves.
+        """
+        through_api = check(self.status), self.heal_dry_run()
+        databases = self.nova_databases()
+        self.assertEqual(through_api, (
+            check(self.status, extra_conf=databases),
+            self.heal_dry_run(databases)))
+        return through_api
 
     def held(self, server):
         """``{provider UUID: {resource class: amount}}`` of a server."""
@@ -81,8 +96,7 @@ class EvacuatedServerTest(_WhereServersRunBase):
     def test_judged_where_it_runs_never_moved_again(self):
         held = self.held(self.server)
 
-        code, checks = check(self.status)
-        dry_run = self.heal_dry_run()
+        (code, checks), dry_run = self.check_and_dry_run()
 
         self.assertEqual({'VCPU': 1}, {
             rc: amount for rc, amount in held[self.ht_rp].items()
@@ -130,8 +144,7 @@ class MigratingServerTest(_WhereServersRunBase):
         self.admin_api.post_server_action(server['id'], {'migrate': None})
         self.assertTrue(reached.wait(base.TIMEOUT))
 
-        code, checks = check(self.status)
-        dry_run = self.heal_dry_run()
+        (code, checks), dry_run = self.check_and_dry_run()
         release.set()
         self._wait_for_state_change(server, 'VERIFY_RESIZE')
 
@@ -165,8 +178,7 @@ class ReshapedLegacyIsolationTest(_WhereServersRunBase):
         self.flags(vcpu_pin_set=None)
         self.restart_compute_service('compute1')
 
-        code, checks = check(self.status)
-        dry_run = self.heal_dry_run()
+        (code, checks), dry_run = self.check_and_dry_run()
 
         self.assertEqual(1, self.held(server)[rp_uuid]['PCPU'])
         self.assertNotIn('VCPU', self.held(server)[rp_uuid])

@@ -353,24 +353,40 @@ def image(image_id, updated='2026-01-01T00:00:00Z', **properties):
 ISOLATE = {'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'}
 
 
-def fake_placement(providers, elsewhere=None, trees=None):
+def fake_placement(providers, elsewhere=None, trees=None, sharing=()):
     """``{name: (inventories, {consumer: resources})}``, all hyperthreaded.
 
     Every consumer holds what it holds on its provider, and what
     ``elsewhere`` says (``{consumer: {provider: resources}}``); ``trees``
-    gives the providers of a provider's tree, ``{name: [provider]}``.
+    gives the providers of a provider's tree, ``{name: [provider]}``;
+    ``sharing`` names the providers sharing resources.
     """
+    trees = trees or {}
+
+    def listing(in_tree=None, required=None, name=None):
+        if in_tree:
+            return [{'uuid': member, 'name': member}
+                    for member in trees.get(in_tree, [in_tree])]
+        if required == audit.SHARING:
+            return [{'uuid': member, 'name': member} for member in sharing]
+        listed = [{'uuid': provider, 'name': provider}
+                  for provider in providers if name in (None, provider)]
+        if required is None and name is None:
+            listed += [{'uuid': member, 'name': member,
+                        'root_provider_uuid': root}
+                       for root, members in trees.items()
+                       for member in members if member != root]
+        return listed
+
     placement = FakePlacement({})
-    placement.providers = lambda **query: [
-        {'uuid': name, 'name': name} for name in (trees or {}).get(
-            query.get('in_tree'), providers)
-        if query.get('name', name) == name]
+    placement.providers = listing
     placement.inventories = lambda uuid: (1, providers[uuid][0])
-    placement.allocations = lambda uuid: providers[uuid][1]
-    placement.consumer_allocations = lambda consumer: dict(next(
-        {name: held[consumer]} for name, (_inventories, held)
-        in providers.items() if consumer in held),
-        **(elsewhere or {}).get(consumer, {}))
+    placement.allocations = mock.Mock(
+        side_effect=lambda uuid: providers[uuid][1])
+    placement.consumer_allocations = mock.Mock(side_effect=lambda consumer: (
+        dict(next({name: held[consumer]} for name, (_inventories, held)
+                  in providers.items() if consumer in held),
+             **(elsewhere or {}).get(consumer, {}))))
     return placement
 
 
@@ -431,6 +447,7 @@ class IsolateReasonTest(base.TestCase):
         self.assertEqual((reason, ''), audit.isolate_reason(pinned, compute))
 
 
+@ddt.ddt
 class IsolateServersTest(base.TestCase):
 
     def test_every_consumer_of_a_hyperthreaded_host_is_judged(self):
@@ -466,21 +483,67 @@ class IsolateServersTest(base.TestCase):
         self.assertEqual(['migration'], compute.looked_up)
         self.assertEqual({}, scan.unseen)
 
-    def test_candidates_of_nova_s_databases_only(self):
+    def candidates_scan(self, placement, *candidates):
+        database = mock.Mock(down_cells={})
+        database.candidates.return_value = {
+            candidate['id']: candidate for candidate in candidates}
+        compute = FakeCompute([])
+        scan = audit.isolate_servers(placement, compute, database=database)
+        self.assertEqual(([], []), (compute.listings, compute.looked_up))
+        database.servers.assert_not_called()
+        return scan
+
+    def test_candidates_of_nova_s_databases_read_by_host(self):
         placement = fake_placement({
             'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}, 'b': {'VCPU': 1}}),
             'compute2': ({'VCPU': {}}, {'c': {'VCPU': 1}})})
-        placement.allocations = mock.Mock(side_effect=AssertionError(
-            'a provider\'s allocations read'))
-        compute = FakeCompute([])
-        database = mock.Mock(down_cells={})
-        database.candidates.return_value = {'a': server('a', **ISOLATE)}
 
-        scan = audit.isolate_servers(placement, compute, database=database)
+        scan = self.candidates_scan(placement, server('a', **ISOLATE))
 
         self.assertEqual(['a'], [f.server['id'] for f in scan.found])
-        self.assertEqual(([], []), (compute.listings, compute.looked_up))
-        database.servers.assert_not_called()
+        self.assertEqual({'compute1': {'VCPU': 1}}, scan.found[0].allocations)
+        # Where candidates run, not every host; none asked about alone.
+        placement.allocations.assert_called_once_with('compute1')
+        placement.consumer_allocations.assert_not_called()
+
+    def test_hosts_of_candidates_moves_read_too(self):
+        """An evacuation's source holds the server until it starts again."""
+        placement = fake_placement({
+            'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
+            'compute2': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
+            'compute3': ({'VCPU': {}}, {'b': {'VCPU': 1}})})
+
+        scan = self.candidates_scan(placement, dict(
+            server('a', node='compute2', **ISOLATE),
+            **{audit.MOVE_NODES: {'compute1', 'compute2'}}))
+
+        self.assertEqual([('a', {'compute2': {'VCPU': 1}})],
+                         [(f.server['id'], f.allocations) for f in scan.found])
+        self.assertEqual([('a', 'compute1')], [
+            (moved.server['id'], moved.provider['name'])
+            for moved in scan.elsewhere])
+        self.assertEqual(['compute1', 'compute2'], sorted(
+            read.args[0] for read in placement.allocations.call_args_list))
+
+    @ddt.data(({'compute1': ['compute1', 'gpu']}, ()), ({}, ('nfs',)))
+    @ddt.unpack
+    def test_candidates_that_may_hold_more_asked_about_alone(self, trees,
+                                                             sharing):
+        """What they hold of a nested or a sharing provider counts."""
+        placement = fake_placement({
+            'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
+            'compute2': ({'VCPU': {}}, {'b': {'VCPU': 1}})},
+            elsewhere={'a': {'gpu': {'VGPU': 1}}}, trees=trees,
+            sharing=sharing)
+
+        scan = self.candidates_scan(placement, server('a', **ISOLATE),
+                                    server('b', node='compute2', **ISOLATE))
+
+        self.assertEqual({'VCPU': 1, 'VGPU': 1}, scan.found[0].held)
+        # With a sharing provider, every candidate may hold some of it.
+        self.assertEqual(['a'] + (['b'] if sharing else []), [
+            read.args[0] for read in
+            placement.consumer_allocations.call_args_list])
 
     def test_while_a_cell_is_down_consumers_of_every_provider(self):
         placement = fake_placement({'compute1': ({'VCPU': {}}, {
@@ -635,7 +698,8 @@ class IsolateServersTest(base.TestCase):
         self.assertEqual({'compute1': {'VCPU': 1}, 'nfs': {'DISK_GB': 1}},
                          found.allocations)
 
-    def test_a_provider_deleted_during_the_scan_is_skipped(self):
+    @ddt.data(False, True)
+    def test_a_provider_deleted_during_the_scan_is_skipped(self, databases):
         placement = fake_placement({
             'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}}),
             'compute2': ({'VCPU': {}}, {'b': {'VCPU': 1}}),
@@ -654,12 +718,11 @@ class IsolateServersTest(base.TestCase):
                                                    'compute2')
         placement.inventories = gone_after_listing(read_inventories,
                                                    'compute3')
-        compute = FakeCompute([server(uuid, node=node, **ISOLATE) for
-                               uuid, node in (('a', 'compute1'),
-                                              ('b', 'compute2'),
-                                              ('c', 'compute3'))])
+        servers = [server(uuid, node=node, **ISOLATE) for uuid, node in (
+            ('a', 'compute1'), ('b', 'compute2'), ('c', 'compute3'))]
 
-        scan = audit.isolate_servers(placement, compute)
+        scan = self.candidates_scan(placement, *servers) if databases else \
+            audit.isolate_servers(placement, FakeCompute(servers))
 
         self.assertEqual(['a'], [f.server['id'] for f in scan.found])
         self.assertEqual(['compute2', 'compute3'],

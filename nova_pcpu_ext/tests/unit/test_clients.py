@@ -204,6 +204,21 @@ class ServiceErrorTest(base.TestCase):
         self.assertIn('/resource_providers/rp/inventories: 404 Not Found',
                       str(error))
 
+    def test_read_only_each_answer_asked_once_each_reader_its_copy(self):
+        self.requests.get(
+            ENDPOINT + '/resource_providers/rp/inventories',
+            json={'resource_provider_generation': 3, 'inventories': {
+                'VCPU': {'total': 8, 'allocation_ratio': 16.0}}})
+        placement = clients.Placement(adapter('placement'), read_only=True)
+
+        _generation, first = placement.inventories('rp')
+        first['VCPU']['allocation_ratio'] = 0.0
+
+        self.assertEqual(
+            (3, {'VCPU': {'total': 8, 'allocation_ratio': 16.0}}),
+            tuple(placement.inventories('rp')))
+        self.assertEqual(1, self.requests.call_count)
+
     def test_generation_conflict_is_reported_to_retry(self):
         self.requests.put(
             ENDPOINT + '/resource_providers/rp/inventories', status_code=409,

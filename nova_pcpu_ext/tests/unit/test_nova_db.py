@@ -20,6 +20,7 @@ import fixtures
 from nova import objects
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_pcpu_ext import audit
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import nova_db
 from nova_pcpu_ext.tests.unit import base
@@ -161,19 +162,37 @@ class ServersTest(base.TestCase):
         self.patch('CellMappingList.get_all').return_value = [
             cell0, self.cells['cell1'], self.cells['cell2']]
         asked = self.useFixture(fixtures.MockPatch(
-            'nova_pcpu_ext.nova_db._candidate_uuids')).mock
-        asked.side_effect = [[A], [B]]
+            'nova_pcpu_ext.nova_db._candidates')).mock
+        asked.side_effect = [{A: set()}, {B: {'compute1', 'compute2'}}]
         self.instances.side_effect = lambda context, filters, **kw: [
             instance(uuid) for uuid in filters['uuid']]
 
-        self.assertEqual({A, B}, set(self.database.candidates()))
+        found = self.database.candidates()
+
+        self.assertEqual({A: set(), B: {'compute1', 'compute2'}}, {
+            uuid: server[audit.MOVE_NODES] for uuid, server in found.items()})
         self.assertEqual(2, asked.call_count)
+
+    def test_candidates_read_ahead_once(self):
+        self.patch('CellMappingList.get_all').return_value = [
+            self.cells['cell1']]
+        asked = self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._candidates',
+            return_value={A: set()})).mock
+        self.instances.side_effect = lambda context, filters, **kw: [
+            instance(uuid) for uuid in filters['uuid']]
+
+        self.database.read_candidates_ahead()
+        found = [self.database.candidates() for _twice in range(2)]
+
+        self.assertEqual([[A], [A]], [list(each) for each in found])
+        asked.assert_called_once()
 
     def test_no_candidates_while_a_cell_does_not_answer(self):
         self.patch('CellMappingList.get_all').return_value = [
             self.cells['cell1']]
         self.useFixture(fixtures.MockPatch(
-            'nova_pcpu_ext.nova_db._candidate_uuids',
+            'nova_pcpu_ext.nova_db._candidates',
             side_effect=RuntimeError('refused')))
 
         self.assertIsNone(self.database.candidates())
