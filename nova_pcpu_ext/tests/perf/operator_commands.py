@@ -40,7 +40,10 @@ Beside the bulk, :data:`CASE_SERVERS` servers of each correctness case
   instance keeps what the server was booted with;
 * isolate, evacuated: running on another host than the one whose provider
   holds its allocation (an evacuation ``done``, its source compute not
-  started again).
+  started again);
+* isolate, migrating: holding its destination's resources while it still
+  runs on its source (a cold migration ``migrating``, task
+  ``resize_migrating``).
 
 Then runs ``upgrade check``, ``placement audit`` and ``heal isolate
 --dry-run`` as processes, this checkout's code and, with ``--old``, the
@@ -58,12 +61,12 @@ The findings of old and new must be the same but for what only code
 reading Nova's databases can see. The Compute API shows a server's
 embedded flavor and the node it runs on, so both find the isolate servers
 whose flavor was deleted or made shared, neither the one made isolate,
-and both judge an evacuated server where it runs. It shows no image
-properties of a server booted from volume: reading the databases finds
-those too, in the isolate check of ``upgrade check`` (its count of
-servers) and as rows of ``heal isolate``, unless the old code reads Nova's
-databases too (it has ``nova_pcpu_ext/nova_db.py``). Anything else that
-differs fails the run.
+and both judge an evacuated or migrating server where it runs. It shows
+no image properties of a server booted from volume: reading the databases
+finds those too, in the isolate check of ``upgrade check`` (its count of
+servers) and as rows of ``heal isolate``, unless the old code reads
+Nova's databases too (it has ``nova_pcpu_ext/nova_db.py``). Anything
+else that differs fails the run.
 """
 
 import argparse
@@ -108,9 +111,14 @@ FLAVOR_DELETED = 'isolate, flavor deleted after boot'
 MADE_SHARED = 'isolate, flavor made shared after boot'
 MADE_ISOLATE = 'shared, flavor made isolate after boot'
 EVACUATED = 'isolate, evacuated'
+MIGRATING = 'isolate, migrating'
 #: The extra specs of each case's flavor when its servers were booted.
 CASES = {FROM_VOLUME: {}, FLAVOR_DELETED: ISOLATE, MADE_SHARED: ISOLATE,
-         MADE_ISOLATE: {}, EVACUATED: ISOLATE}
+         MADE_ISOLATE: {}, EVACUATED: ISOLATE, MIGRATING: ISOLATE}
+#: ``{case: (migration type, status, task state)}`` of the moves in progress
+#: from a server's node to the next.
+MOVES = {EVACUATED: ('evacuation', 'done', None),
+         MIGRATING: ('migration', 'migrating', 'resize_migrating')}
 #: The volume's image metadata a server booted from volume was created
 #: with: no image ID.
 VOLUME_IMAGE = {'properties': {'hw_cpu_thread_policy': 'isolate',
@@ -429,32 +437,37 @@ class NovaSeeder:
     def add_cases(self, nodes):
         """The servers of each correctness case.
 
-        ``([(server, resources it holds, node)], {case: [server]})``: an
-        evacuated server holds resources of the node before the one it
-        runs on.
+        ``([(server, resources it holds, node)], {case: [server]})``: of a
+        server moving from a node to the next, an evacuated one runs on the
+        next and holds the source's resources, a migrating one runs on the
+        source and holds the next's.
         """
         flavors = {case: self._flavor('case%d' % n, specs) for n, (
             case, specs) in enumerate(CASES.items())}
         cases = collections.defaultdict(list)
-        created, consumers, evacuations = [], [], []
+        created, consumers, moves = [], [], []
         for case, flavor in flavors.items():
             volume = case == FROM_VOLUME
             for n in range(CASE_SERVERS):
                 server = str(uuid.uuid4())
-                held = nodes[n % len(nodes)]
-                runs_on = (nodes[(n + 1) % len(nodes)] if case == EVACUATED
-                           else held)
+                source, dest = nodes[n % len(nodes)], nodes[(n + 1) % len(
+                    nodes)]
+                runs_on, held = {EVACUATED: (dest, source),
+                                 MIGRATING: (source, dest)}.get(
+                                     case, (source, source))
                 created.append((server, runs_on, flavor,
-                                VOLUME_IMAGE if volume else self._image()))
+                                VOLUME_IMAGE if volume else self._image(),
+                                MOVES.get(case, (None, None, None))[2]))
                 consumers.append((server, VOLUME_SERVER if volume
                                   else SERVER, held))
                 cases[case].append(server)
-                if case == EVACUATED:
-                    evacuations.append((server, flavor, held, runs_on))
+                if case in MOVES:
+                    moves.append((server, flavor, source, dest) +
+                                 MOVES[case][:2])
         self._create(created)
         self._change_after_boot(flavors)
-        for evacuation in evacuations:
-            self._evacuation(*evacuation)
+        for move in moves:
+            self._move(*move)
         return consumers, dict(cases)
 
     @staticmethod
@@ -466,12 +479,12 @@ class NovaSeeder:
         flavors[MADE_ISOLATE].extra_specs = dict(ISOLATE)
         flavors[MADE_ISOLATE].save()
 
-    def _evacuation(self, server, flavor, source, node):
-        """The record of an evacuation of ``server`` to ``node``, done."""
+    def _move(self, server, flavor, source, node, kind, status):
+        """The record of a move of ``server`` to ``node``."""
         with self.context.target_cell(self.admin, self.cell) as cctxt:
             self.objects.Migration(
-                cctxt, instance_uuid=server, migration_type='evacuation',
-                status='done', source_compute=source, source_node=source,
+                cctxt, instance_uuid=server, migration_type=kind,
+                status=status, source_compute=source, source_node=source,
                 dest_compute=node, dest_node=node,
                 dest_compute_id=self.nodes[node],
                 old_instance_type_id=flavor.id,
@@ -479,7 +492,7 @@ class NovaSeeder:
                 project_id='project-%s' % node,
                 user_id='user-%s' % node).create()
 
-    def _server(self, server, node, flavor, image):
+    def _server(self, server, node, flavor, image, task_state=None):
         objects = self.objects
         project, user = 'project-%s' % node, 'user-%s' % node
         # Booted from volume: no image, the volume's image metadata in
@@ -489,7 +502,8 @@ class NovaSeeder:
             objects.Instance(
                 cctxt, uuid=server, project_id=project, user_id=user,
                 host=node, node=node, compute_id=self.nodes[node],
-                vm_state='active', power_state=1, image_ref=image_ref,
+                vm_state='active', task_state=task_state, power_state=1,
+                image_ref=image_ref,
                 flavor=flavor, old_flavor=None, new_flavor=None,
                 instance_type_id=flavor.id, vcpus=flavor.vcpus,
                 memory_mb=flavor.memory_mb, root_gb=flavor.root_gb,
@@ -566,14 +580,18 @@ def findings(name, result, hidden=frozenset()):
     Less what it found of ``hidden``, servers the other code cannot see:
     their number in the count of the isolate check (whose list of servers
     shows only some), their rows, and with the rows those it has none of.
+    Without the status of a row of a server with a task in progress: read
+    from Nova's databases, it is its ``vm_state``'s (see
+    :data:`nova_pcpu_ext.nova_db.STATUS`), the Compute API's names the task.
     """
     output = json.loads(result.stdout)
     if name == 'upgrade check':
         return result.returncode, [_check(check, len(hidden))
                                    for check in output['checks']]
     return result.returncode, sorted(
-        json.dumps(row, sort_keys=True) for row in output
-        if row.get('server') not in hidden), sorted(
+        json.dumps(dict(row, status=None) if '(task ' in row.get('result', '')
+                   else row, sort_keys=True)
+        for row in output if row.get('server') not in hidden), sorted(
             hidden - {row.get('server') for row in output})
 
 
