@@ -140,9 +140,10 @@ request_filter_opts = [
         'isolate_fallback_mode',
         default='drop',
         choices=[
-            ('drop', 'Do not make the VCPU fallback query for requests that '
-                     'forbid HW_CPU_HYPERTHREADING: only hosts reporting '
-                     'PCPU without hyperthreads take isolate instances.'),
+            ('drop', 'Do not make the VCPU fallback query for requests '
+                     'with the isolate CPU thread policy (flavor or '
+                     'image): only hosts reporting PCPU without '
+                     'hyperthreads take isolate instances.'),
             ('legacy_only', 'Make the VCPU fallback query of every pinned '
                             'request forbid the CUSTOM_PCPU_EXT_REPORTS_PCPU '
                             'trait on the host, so it yields legacy hosts '
@@ -192,8 +193,58 @@ Related options:
 """),
 ]
 
+#: Read by the operator commands only, at each run.
+database_opts = [
+    cfg.StrOpt(
+        'cell_database_connection',
+        secret=True,
+        help="""
+The URL ``nova-pcpu-ext-status`` and ``nova-pcpu-ext-manage`` open each
+cell database with, filled per cell from its cell mapping's
+``database_connection``; unset, that URL itself, normally Nova's
+read-write account.
 
-ALL_OPTS = plugin_opts + request_filter_opts + report_client_opts
+Set it to read with an account of its own, such as one granted ``SELECT``
+only. The fields are those of Nova's cell mapping templates, taken from
+the cell mapping's URL: ``{scheme}``, ``{username}``, ``{password}``,
+``{hostname}``, ``{port}`` (empty where the URL has none), ``{path}`` (the
+database name), ``{query}`` and ``{fragment}``. For example::
+
+    mysql+pymysql://nova_reader:SECRET@{hostname}/{path}?{query}
+
+Where it is unset and ``[database] slave_connection`` is set, the cell
+whose URL is ``[database] connection`` is read from that replica. Likewise
+the API database is read from ``[api_database] slave_connection`` where
+set.
+
+Changing this option takes effect at the next run of a command; no
+service reads it.
+
+Related options:
+
+* ``database_timeout``
+"""),
+    cfg.IntOpt(
+        'database_timeout',
+        default=30,
+        min=1,
+        help="""
+Seconds the operator commands wait for Nova's API or a cell database to
+accept a connection, and for each statement to answer, before they give
+up on that database and say so, naming this option.
+
+Passed to the database driver: ``connect_timeout``, ``read_timeout`` and
+``write_timeout`` for MySQL, ``connect_timeout`` and ``statement_timeout``
+for PostgreSQL, ``timeout`` (waiting for a lock) for SQLite; a value the
+URL already sets is kept.
+
+Changing this option takes effect at the next run of a command; no
+service reads it.
+"""),
+]
+
+ALL_OPTS = (plugin_opts + request_filter_opts + report_client_opts +
+            database_opts)
 
 
 def register_opts(conf):

@@ -41,6 +41,14 @@ class DatabaseError(PcpuExtError):
     """Nova's API database could not be read."""
 
 
+class NovaDataError(PcpuExtError):
+    """Nova's objects could not make sense of what a database holds.
+
+    The database answered; an object of this Nova release failed on what
+    it read (a changed object, a value that is not what it should be).
+    """
+
+
 class ActionRefused(PcpuExtError):
     """The Compute API refused to start a server action."""
 

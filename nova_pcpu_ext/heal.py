@@ -12,8 +12,8 @@
 
 """Move servers that forbid hyperthreads off hyperthreaded hosts.
 
-Each server found by :func:`nova_pcpu_ext.audit.isolate_servers` is moved
-through the Compute API, so the scheduler places it again: live if it is
+Each server found by :func:`nova_pcpu_ext.isolate_scan.isolate_servers` is
+moved through the Compute API, so the scheduler places it again: live if it is
 ACTIVE or PAUSED, cold (and confirmed) if it is SHUTOFF or ``--cold`` says
 so. With the ``isolate_vcpu_fallback`` request filter active, only hosts
 without hyperthreads are candidates. Placement then tells whether it
@@ -34,9 +34,11 @@ import time
 
 import os_resource_classes as orc
 
-from nova_pcpu_ext import audit
 from nova_pcpu_ext import clients
+from nova_pcpu_ext import cloud_hosts
+from nova_pcpu_ext import destinations
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import isolate_scan
 from nova_pcpu_ext import pcpu_trait
 
 LIVE = 'live-migrate'
@@ -61,6 +63,8 @@ LEGACY = ('skipped: isolated as Nova means it on a vcpu_pin_set host (one '
 RESHAPED = ('skipped: isolated as Nova means it while its host had no PCPU '
             '(one thread per core, siblings reserved), its VCPU made PCPU '
             'when the host was converted; --include-legacy moves it')
+#: The result of a planned move past ``--max-count``.
+LEFT = 'not attempted: --max-count %d reached; left for the next run'
 
 
 @dataclasses.dataclass
@@ -76,7 +80,8 @@ class Move:
     after: str = ''
     result: str = ''
     healed: bool = False
-    found: audit.IsolateServer = dataclasses.field(default=None, repr=False)
+    found: isolate_scan.IsolateServer = dataclasses.field(default=None,
+                                                          repr=False)
     how: str = dataclasses.field(default='', repr=False)
     #: A host with room for it when planned; the scheduler chooses.
     room: str = dataclasses.field(default=None, repr=False)
@@ -132,13 +137,13 @@ def plan(scan, placement, cold=False, mode='drop', include_legacy=False):
     The bug's servers come first, then those isolated the legacy way,
     which are moved only if ``include_legacy``.
 
-    :param scan: an :class:`~nova_pcpu_ext.audit.IsolateScan`.
+    :param scan: an :class:`~nova_pcpu_ext.isolate_scan.IsolateScan`.
     :param mode: the request filter's mode, ``[pcpu_ext]
         isolate_fallback_mode``: in ``legacy_only`` mode legacy hosts are
         destinations too.
     """
-    if mode == 'legacy_only' and not audit.knows_trait(placement,
-                                                       pcpu_trait.TRAIT):
+    if mode == 'legacy_only' and not cloud_hosts.knows_trait(
+            placement, pcpu_trait.TRAIT):
         # No compute reports it yet, and placement refuses a query that
         # forbids a trait it does not know.
         mode = 'drop'
@@ -166,6 +171,22 @@ def plan(scan, placement, cold=False, mode='drop', include_legacy=False):
     return moves
 
 
+def limit(moves, max_count):
+    """Leave the planned moves after the first ``max_count`` for a later run.
+
+    As ``nova-manage placement heal_allocations --max-count``, a run then
+    moves at most ``max_count`` servers, taken in the plan's order; the
+    others keep a row that says so and are no less items left, so the exit
+    code says to run again. ``None`` leaves every move planned.
+    """
+    if max_count is None:
+        return moves
+    planned = [move for move in moves if move.result == 'planned']
+    for move in planned[max_count:]:
+        move.result = LEFT % max_count
+    return moves
+
+
 def _plan_one(found, placement, cold, mode):
     server = found.server
     move = Move(server['id'], found.host, server['status'],
@@ -173,7 +194,7 @@ def _plan_one(found, placement, cold, mode):
                 how=how_to_move(server['status'], cold))
     why_not = why_not_movable(server)
     if not (found.unsure or why_not):
-        move.room = audit.destination(placement, found, mode)
+        move.room = destinations.destination(placement, found, mode)
     if found.unsure:
         move.result = 'skipped: unsure: %s' % found.unsure
     elif why_not:
@@ -181,7 +202,7 @@ def _plan_one(found, placement, cold, mode):
     elif not move.room:
         move.result = ('no eligible destination: no enabled host without '
                        'hyperthreads has room for %s' % _groups(
-                           audit.destination_requests(found)[0][0]))
+                           destinations.destination_requests(found)[0][0]))
     else:
         move.result = 'planned'
     return move
@@ -381,7 +402,7 @@ class Healer(object):
 
     def _isolated_on(self, found, rp_uuid):
         """Whether a provider it holds resources of keeps it isolated."""
-        if audit.HYPERTHREADING not in self.placement.traits(rp_uuid):
+        if cloud_hosts.HYPERTHREADING not in self.placement.traits(rp_uuid):
             return True
         _generation, inventories = self.placement.inventories(rp_uuid)
         return found.isolate and orc.PCPU not in inventories

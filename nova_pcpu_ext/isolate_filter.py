@@ -23,7 +23,10 @@ hyperthreads. Nova rejects it late, in its NUMA fitting. This filter, by
 * ``drop``: makes no fallback query for ``isolate`` requests;
 * ``legacy_only``: makes the fallback query of every pinned request
   forbid, on the host, the trait of hosts that report ``PCPU`` (see
-  :mod:`nova_pcpu_ext.pcpu_trait`), so it yields legacy hosts only.
+  :mod:`nova_pcpu_ext.pcpu_trait`), so it yields legacy hosts only. While
+  placement does not know that trait, no host carries it and the query
+  is stock Nova's: placement refuses a query naming a trait it does not
+  know, and Nova's scheduler then fails the boot.
 
 An explicit ``trait:HW_CPU_HYPERTHREADING=forbidden`` extra spec is carried
 by both of Nova's queries already, so ``drop`` leaves such requests alone.
@@ -64,15 +67,15 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         ('nova.virt.hardware:get_cpu_thread_policy_constraint',
          ('flavor', 'image_meta')),
         ('nova.scheduler.client.report:report_client_singleton', ()),
-        ('nova.scheduler.client.report:SchedulerReportClient.put',
-         ('self', 'url', 'data', '*', 'version', 'global_request_id')),
+        ('nova.scheduler.client.report:SchedulerReportClient.get',
+         ('self', 'url', '*', 'version', 'global_request_id')),
     )
 
     def __init__(self):
         super().__init__()
-        #: Placement knows the trait ``legacy_only`` forbids: it answers
-        #: 400 to a query forbidding a trait it does not know.
-        self._trait_known = False
+        #: What placement last said of the trait, for logging changes
+        #: only: a scheduler asks on every pinned request.
+        self._last_answer = None
 
     @staticmethod
     def _drops(spec_obj):
@@ -101,7 +104,16 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
     def fallback_request(self, context, spec_obj, resources):
         if CONF.pcpu_ext.isolate_fallback_mode != 'legacy_only':
             return resources
-        self._make_trait_known(context)
+        if not self._placement_knows_trait(context):
+            # NOTE: no provider carries a trait placement does not know,
+            # so forbidding it would change no candidate.
+            if requests_isolate(spec_obj):
+                self._log(context, spec_obj,
+                          'the VCPU fallback placement query is made as '
+                          'stock Nova makes it: placement does not know '
+                          '%s ([pcpu_ext] isolate_fallback_mode = '
+                          'legacy_only).' % pcpu_trait.TRAIT)
+            return resources
         # NOTE: a new set: the root traits alias the RequestSpec's, which
         # the first query and later moves read too.
         resources._root_forbidden = (
@@ -115,29 +127,47 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
                       % pcpu_trait.TRAIT)
         return resources
 
-    def _make_trait_known(self, context):
-        """Create the trait in placement, once a process, if it is unknown.
+    def _placement_knows_trait(self, context):
+        """Whether placement knows the trait, asked for each request.
 
-        Only computes reporting PCPU with the ``pcpu_trait`` mixin create
-        it otherwise: a cloud of legacy hosts never would.
+        Not remembered: a trait no provider carries can be deleted, and
+        a query naming it would then fail every pinned boot. Only the
+        ``pcpu_trait`` mixin of computes that report PCPU creates it.
         """
-        if self._trait_known:
-            return
         try:
-            # Idempotent: 201 when created, 204 when known.
-            response = report.report_client_singleton().put(
-                '/traits/%s' % pcpu_trait.TRAIT, None, version='1.6',
+            response = report.report_client_singleton().get(
+                '/traits/%s' % pcpu_trait.TRAIT, version='1.6',
                 global_request_id=context.global_id)
         except ks_exc.ClientException as error:
-            response, problem = None, error
+            answer = str(error) or type(error).__name__
         else:
-            problem = '%d %s' % (response.status_code, response.text)
-        if response:
-            self._trait_known = True
+            answer = {204: 'known', 404: 'unknown'}.get(
+                response.status_code,
+                '%d %s' % (response.status_code, response.text))
+        if answer != self._last_answer:
+            self._last_answer = answer
+            self._log_answer(answer)
+        return answer == 'known'
+
+    @staticmethod
+    def _log_answer(answer):
+        values = {'trait': pcpu_trait.TRAIT, 'problem': answer}
+        if answer == 'known':
+            LOG.info('Placement knows the trait %(trait)s: the VCPU '
+                     'fallback query of pinned requests forbids it on the '
+                     'host ([pcpu_ext] isolate_fallback_mode = '
+                     'legacy_only).', values)
+        elif answer == 'unknown':
+            LOG.info('Placement does not know the trait %(trait)s, so no '
+                     'host reports PCPU through the pcpu_trait mixin: the '
+                     'VCPU fallback query of pinned requests is made as '
+                     'stock Nova makes it ([pcpu_ext] '
+                     'isolate_fallback_mode = legacy_only).', values)
         else:
-            LOG.warning('Cannot create the trait %(trait)s in placement '
-                        '(%(problem)s): until it exists, placement refuses '
-                        'the VCPU fallback query of pinned requests '
+            LOG.warning('Cannot ask placement whether it knows the trait '
+                        '%(trait)s (%(problem)s): until it answers, the '
+                        'VCPU fallback query of pinned requests is made as '
+                        'stock Nova makes it, without forbidding it '
                         '([pcpu_ext] isolate_fallback_mode = legacy_only). '
-                        'Retried with the next pinned request.',
-                        {'trait': pcpu_trait.TRAIT, 'problem': problem})
+                        'Asked again with the next pinned request.',
+                        values)

@@ -18,26 +18,42 @@ database gives its instances with the flavor they were booted with and the
 image properties Nova stored in their system metadata, those of a volume's
 image for a server booted from volume. A server is shown as the Compute
 API shows it at microversion 2.98 (but for the status of a server with a
-task in progress, see :data:`STATUS`), so the checks judge both alike; a
+task other than a move in progress, see :data:`MOVE_STATUS`), so the
+checks judge both alike, in every state (SOFT_DELETED too); a
 server of a cell whose database does not answer is shown with status
 ``UNKNOWN``, as the Compute API shows it, and the cell is named.
+
+Each database is opened with the account the operator gives: the API
+database with ``[api_database] slave_connection`` where set, else
+``[api_database] connection``; each cell with ``[pcpu_ext]
+cell_database_connection`` filled from its cell mapping where set, else
+``[database] slave_connection`` for the cell ``[database] connection``
+names, else its cell mapping's URL. ``[pcpu_ext] database_timeout``
+bounds every connection and statement.
 """
 
 import concurrent.futures
+import threading
+import time
+import traceback
+import urllib.parse
 
+from nova.compute import task_states
 from nova.compute import vm_states
 from nova import context as nova_context
 from nova.db.api import api as api_db_api
+from nova.db.api import models as api_models
 from nova.db.main import api as main_db_api
 from nova.db.main import models
 from nova import objects
 import os_traits
+from oslo_db import exception as db_exception
 import oslo_messaging
 from oslo_utils import importutils
 import sqlalchemy as sa
 
-from nova_pcpu_ext import audit
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import server_fields
 
 profiler_opts = importutils.try_import('osprofiler.opts')
 #: The Compute API's status of a server by its ``vm_state``, with no task
@@ -53,6 +69,21 @@ STATUS = {vm_states.ACTIVE: 'ACTIVE', vm_states.BUILDING: 'BUILD',
           vm_states.SHELVED_OFFLOADED: 'SHELVED_OFFLOADED',
           vm_states.ERROR: 'ERROR', vm_states.DELETED: 'DELETED'}
 
+#: The Compute API's status of a server being moved, by its ``vm_state``
+#: and ``task_state``: ``heal isolate`` prints it. A server with another
+#: task (reboot, rebuild) shows the status of its ``vm_state``
+#: (:data:`STATUS`); a task keeps it from being moved either way.
+_RESIZING = dict.fromkeys((task_states.RESIZE_PREP,
+                           task_states.RESIZE_MIGRATING,
+                           task_states.RESIZE_MIGRATED,
+                           task_states.RESIZE_FINISH), 'RESIZE')
+MOVE_STATUS = {
+    vm_states.ACTIVE: dict(_RESIZING, **{task_states.MIGRATING:
+                                         'MIGRATING'}),
+    vm_states.STOPPED: _RESIZING,
+    vm_states.PAUSED: {task_states.MIGRATING: 'MIGRATING'},
+    vm_states.RESIZED: {task_states.RESIZE_REVERTING: 'REVERT_RESIZE'}}
+
 #: Servers asked for in one query: well below SQLite's limit of bound
 #: parameters, and few round trips to MySQL.
 BATCH = 500
@@ -64,6 +95,13 @@ HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
 #: ``done`` its source's until that compute starts again, one that failed
 #: what its clean-up missed.
 ENDED = ('completed', 'confirmed', 'reverted', 'cancelled')
+#: What a database that failed raises: the driver's errors through
+#: SQLAlchemy, and oslo.db's. Anything else failed after it answered.
+DATABASE_ERRORS = (sa.exc.SQLAlchemyError, db_exception.DBError)
+#: The fields of ``[pcpu_ext] cell_database_connection``: the names of
+#: Nova's cell mapping templates.
+FIELDS = ('scheme', 'username', 'password', 'hostname', 'port', 'path',
+          'query', 'fragment')
 
 
 def connect(conf):
@@ -85,18 +123,38 @@ class NovaDatabase(object):
     """Nova's servers by UUID, from its API and cell databases."""
 
     def __init__(self, conf):
+        self.conf = conf
+        #: Seconds each connection and statement may wait.
+        self.timeout = conf.pcpu_ext.database_timeout
         # One attempt to reach a database: a cell that does not answer is
         # reported at once, not after oslo.db's retries (100 s by
         # default); the command writes nothing there.
         for group in ('database', 'api_database'):
             conf.set_override('max_retries', 1, group)
             conf.set_override('retry_interval', 0, group)
+        # nova.conf's own values, before the overrides below.
+        self._cell_default = conf.database.connection
+        self._cell_replica = conf.database.slave_connection
+        #: The option the API database is read with.
+        self.api_option = '[api_database] %s' % (
+            'slave_connection' if conf.api_database.slave_connection
+            else 'connection')
+        # Nova would give every cell an engine on [database]
+        # slave_connection, the replica of one cell: see _cell_url.
+        conf.set_override('slave_connection', None, 'database')
         if not conf.database.connection:
             # Nova's instance queries pick the SQL of their filters by the
             # type of [database] connection, unset where nova.conf serves
-            # only the Compute API: take the API database's type.
+            # only the Compute API: take the API database's type. The
+            # cell mappings' templates Nova then fills with it are refused
+            # (_cell_url).
             conf.set_override('connection', conf.api_database.connection,
                               'database')
+        # Only read here: the replica where there is one, one engine.
+        conf.set_override('connection', _bounded(
+            conf.api_database.slave_connection or
+            conf.api_database.connection, self.timeout), 'api_database')
+        conf.set_override('slave_connection', None, 'api_database')
         if profiler_opts:
             # Registers [profiler], which Nova's database API reads where
             # osprofiler is installed, as Nova's own start does.
@@ -110,6 +168,10 @@ class NovaDatabase(object):
         #: ``{cell name: why it did not answer}``.
         self.down_cells = {}
         self._candidates = None
+        self._lock = threading.Lock()
+        #: ``{cell UUID: context manager}``: one engine a cell.
+        self._cells = {}
+        self._templated = None
 
     def servers(self, wanted, progress=lambda listed: None):
         """``{UUID: server}`` of the servers of ``wanted`` Nova has.
@@ -118,6 +180,7 @@ class NovaDatabase(object):
         server's) are left out, as the Compute API's listing leaves them.
         """
         by_cell = {}
+        started = time.monotonic()
         try:
             for batch in _batches(sorted(wanted)):
                 for mapping in objects.InstanceMappingList.\
@@ -127,7 +190,7 @@ class NovaDatabase(object):
                             mapping.cell_mapping, []))[1].append(
                                 mapping.instance_uuid)
         except Exception as error:
-            raise _api_database_error(error)
+            raise self._api_error(error, started)
         found = {}
         for cell, uuids, servers in self._in_each_cell(
                 self._read_cell, by_cell.values()):
@@ -154,17 +217,18 @@ class NovaDatabase(object):
         host) is asked once for the servers whose flavor names
         ``isolate`` or the hyperthreading trait, or whose image's thread
         policy is ``isolate``: more than the checks keep, never fewer.
-        Each is shown with :data:`~nova_pcpu_ext.audit.MOVE_NODES`.
+        Each is shown with :data:`~nova_pcpu_ext.server_fields.MOVE_NODES`.
         """
         self.read_candidates_ahead()
         return self._candidates.result()
 
     def _read_candidates(self):
+        started = time.monotonic()
         try:
             cells = [cell for cell in objects.CellMappingList.get_all(
                 self.context) if not cell.is_cell0()]
         except Exception as error:
-            raise _api_database_error(error)
+            raise self._api_error(error, started)
         found = {}
         for _cell, _args, servers in self._in_each_cell(
                 self._candidates_of, [(cell, None) for cell in cells]):
@@ -175,27 +239,117 @@ class NovaDatabase(object):
         """``(cell, args, read(cell, args) or None)`` of each of ``reads``.
 
         The cells are read at the same time; None for a cell whose
-        database did not answer, which :attr:`down_cells` names.
+        database did not answer, which :attr:`down_cells` names. A cell
+        whose database answered but whose servers Nova's objects could not
+        read raises :class:`~nova_pcpu_ext.exception.NovaDataError`.
         """
-        with concurrent.futures.ThreadPoolExecutor(
-                max(1, len(reads))) as pool:
-            futures = {pool.submit(read, cell, args): (cell, args)
-                       for cell, args in reads}
-            for future in concurrent.futures.as_completed(futures):
-                cell, args = futures[future]
-                try:
-                    result = future.result()
-                except Exception as error:
-                    self.down_cells[cell.name or cell.uuid] = str(error)
-                    result = None
-                yield cell, args, result
+        started = time.monotonic()
+        try:
+            for cell, _args in reads:
+                self._database(cell)  # a configuration error stops here
+        except DATABASE_ERRORS as error:
+            raise self._api_error(error, started)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(
+                    max(1, len(reads))) as pool:
+                futures = {pool.submit(self._answered, read, cell, args):
+                           (cell, args) for cell, args in reads}
+                for future in concurrent.futures.as_completed(futures):
+                    cell, args = futures[future]
+                    try:
+                        result = future.result()
+                    except _Unanswered as why:
+                        self.down_cells[_name(cell)] = str(why)
+                        result = None
+                    yield cell, args, result
+        finally:
+            self._release()
+
+    def _answered(self, read, cell, args):
+        """``read(cell, args)``, its failures told apart.
+
+        :class:`_Unanswered` where the database failed, with why and
+        the bound; :class:`~nova_pcpu_ext.exception.NovaDataError` where
+        Nova's objects failed on what it answered.
+        """
+        started = time.monotonic()
+        try:
+            return read(cell, args)
+        except exception.PcpuExtError:
+            raise
+        except DATABASE_ERRORS as error:
+            raise _Unanswered(self._why(error, started)) from error
+        except Exception as error:
+            raise exception.NovaDataError(
+                'Cell %s: its database answered, but Nova\'s objects could '
+                'not read its servers: %s' % (_name(cell), _what(error)))
+
+    def _why(self, error, started):
+        """Why a database failed, with how long it was waited for."""
+        return '%s (after %.1f s; [pcpu_ext] database_timeout = %d s bounds ' \
+            'each connection and statement)' % (
+                _first_line(error), time.monotonic() - started, self.timeout)
+
+    def _api_error(self, error, started):
+        if isinstance(error, DATABASE_ERRORS):
+            return exception.DatabaseError(
+                'Nova\'s API database (%s) cannot be read: %s' % (
+                    self.api_option, self._why(error, started)))
+        if isinstance(error, exception.PcpuExtError):
+            return error
+        return exception.NovaDataError(
+            'Nova\'s API database answered, but Nova\'s objects could not '
+            'read its mappings: %s' % _what(error))
+
+    def _database(self, cell):
+        """The context manager of ``cell``'s database, made once a cell."""
+        with self._lock:
+            if cell.uuid not in self._cells:
+                self._cells[cell.uuid] = main_db_api.create_context_manager(
+                    _bounded(self._cell_url(cell), self.timeout))
+            return self._cells[cell.uuid]
+
+    def _release(self):
+        """Close the pooled connections of every cell's engine.
+
+        After each reading of the cells: none stays open while the
+        command goes on with placement or moves servers; the engines stay,
+        one a cell, for a later reading.
+        """
+        with self._lock:
+            for manager in self._cells.values():
+                manager.dispose_pool()
+
+    def _cell_url(self, cell):
+        """The URL to read ``cell`` with: the operator's account first."""
+        if not self._cell_default and cell.uuid in self._templated_cells():
+            # Nova filled it from the override of __init__: the API
+            # database's account and host.
+            raise exception.InvalidConfig(
+                'The database_connection of the mapping of cell %s is a '
+                'template, filled from [database] connection, which '
+                'nova.conf does not set: set [database] connection to an '
+                'account that may read the cell databases.' % _name(cell))
+        url = cell.database_connection
+        template = self.conf.pcpu_ext.cell_database_connection
+        if template:
+            return _filled(template, url)
+        if (self._cell_replica and self._cell_default and
+                _same_database(url, self._cell_default)):
+            return self._cell_replica
+        return url
+
+    def _templated_cells(self):
+        if self._templated is None:
+            self._templated = _templated_cells(self.context)
+        return self._templated
 
     def _candidates_of(self, cell, _args):
         cell_context = self._target(cell)
         move_nodes = _candidates(cell_context)
         servers = self._read(cell_context, sorted(move_nodes))
         for uuid, server in servers.items():
-            server[audit.MOVE_NODES] = move_nodes[uuid]
+            server[server_fields.MOVE_NODES] = move_nodes[uuid]
         return servers
 
     def _read_cell(self, cell, uuids):
@@ -205,8 +359,7 @@ class NovaDatabase(object):
         # The cell's database alone: Nova's target_cell would also set up
         # a message transport this command never uses.
         cell_context = self.context.elevated()
-        cell_context.db_connection = main_db_api.create_context_manager(
-            cell.database_connection)
+        cell_context.db_connection = self._database(cell)
         return cell_context
 
     @staticmethod
@@ -214,18 +367,105 @@ class NovaDatabase(object):
         """``{UUID: server}`` of ``uuids`` in a cell, a batch a query."""
         servers = {}
         for batch in _batches(uuids):
+            # NOTE: without soft_deleted, Nova leaves SOFT_DELETED servers
+            # out, which keep their allocations and are restored where
+            # they ran; the Compute API shows them.
             servers.update(
                 (instance.uuid, _as_shown(instance)) for instance in
                 objects.InstanceList.get_by_filters(
-                    cell_context, {'uuid': batch, 'deleted': False},
+                    cell_context, {'uuid': batch, 'deleted': False,
+                                   'soft_deleted': True},
                     expected_attrs=['flavor', 'system_metadata']))
         return servers
 
 
-def _api_database_error(error):
-    return exception.DatabaseError(
-        'Nova\'s API database ([api_database] connection) cannot be read: '
-        '%s' % error)
+class _Unanswered(Exception):
+    """A cell's database failed; the message says why."""
+
+
+def _name(cell):
+    return cell.name or cell.uuid
+
+
+def _first_line(error):
+    # Drivers' messages go on with the statement and its parameters.
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _what(error):
+    """An error in one line: its type, message and where it was raised."""
+    frame = traceback.extract_tb(error.__traceback__)[-1]
+    return '%s: %s (at %s:%d)' % (type(error).__name__, _first_line(error),
+                                  frame.filename, frame.lineno)
+
+
+@api_db_api.context_manager.reader
+def _templated_cells(context):
+    """UUIDs of the cell mappings whose ``database_connection`` is a template.
+
+    As stored: Nova's objects show it filled.
+    """
+    return {uuid for uuid, url in context.session.execute(sa.select(
+        api_models.CellMapping.uuid,
+        api_models.CellMapping.database_connection)) if '{' in (url or '')}
+
+
+def _filled(template, url):
+    """``[pcpu_ext] cell_database_connection`` filled from a cell's URL."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        values = {'scheme': parts.scheme, 'username': parts.username,
+                  'password': parts.password, 'hostname': parts.hostname,
+                  'port': parts.port, 'path': parts.path.lstrip('/'),
+                  'query': parts.query, 'fragment': parts.fragment}
+        return template.format(**{key: '' if value is None else value
+                                  for key, value in values.items()})
+    except (KeyError, IndexError, ValueError) as error:
+        # Neither the template nor the URL is shown: both may hold a
+        # password.
+        raise exception.InvalidConfig(
+            '[pcpu_ext] cell_database_connection cannot be filled: %s: %s; '
+            'its fields are %s.' % (type(error).__name__, error, ', '.join(
+                '{%s}' % field for field in FIELDS)))
+
+
+def _same_database(url, other):
+    try:
+        return sa.engine.make_url(url) == sa.engine.make_url(other)
+    except (sa.exc.ArgumentError, ValueError):
+        return url == other
+
+
+def _bounds(backend, seconds):
+    """The connection arguments of ``backend`` that bound its waits."""
+    return {
+        'mysql': {'connect_timeout': seconds, 'read_timeout': seconds,
+                  'write_timeout': seconds},
+        'postgresql': {'connect_timeout': seconds,
+                       'options': '-c statement_timeout=%d' % (
+                           seconds * 1000)},
+        # How long to wait for another connection's lock.
+        'sqlite': {'timeout': seconds},
+    }.get(backend, {})
+
+
+def _bounded(url, seconds):
+    """``url`` with its driver's waits bounded, where it does not say.
+
+    A URL that does not parse is left to fail where it is opened.
+    """
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a bad port
+        return url
+    added = {key: str(value) for key, value in
+             _bounds(parsed.get_backend_name(), seconds).items()
+             if key not in parsed.query}
+    if not added:
+        return url
+    return parsed.update_query_dict(added).render_as_string(
+        hide_password=False)
 
 
 @main_db_api.pick_context_manager_reader
@@ -275,6 +515,13 @@ def _flavor_as_shown(flavor):
             'extra_specs': dict(flavor.extra_specs)}
 
 
+def _status(instance):
+    """A server's status as the Compute API shows it."""
+    moving = MOVE_STATUS.get(instance.vm_state, {})
+    return moving.get(instance.task_state) or STATUS.get(
+        instance.vm_state, 'UNKNOWN')
+
+
 def _as_shown(instance):
     """An instance as the Compute API shows it, with what the checks read."""
     properties = {key[len(IMAGE_PREFIX):]: value for key, value in
@@ -283,7 +530,7 @@ def _as_shown(instance):
     return {
         'id': instance.uuid,
         'name': instance.display_name,
-        'status': STATUS.get(instance.vm_state, 'UNKNOWN'),
+        'status': _status(instance),
         'OS-EXT-STS:task_state': instance.task_state,
         'OS-EXT-SRV-ATTR:host': instance.host,
         'OS-EXT-SRV-ATTR:hypervisor_hostname': instance.node,

@@ -75,6 +75,13 @@ WHOLE_CACHE = ''
 #: Attempts of a compute status update that meets a generation conflict.
 STATUS_ATTEMPTS = 4
 
+#: What reading a provider tree into the cache raises on a placement error
+#: answer (the tree itself, its aggregates, its sharing providers).
+_TREE_READ_FAILURES = (
+    nova_exception.ResourceProviderRetrievalFailed,
+    nova_exception.ResourceProviderAggregateRetrievalFailed,
+)
+
 #: Flush failures after which Nova has already invalidated what it must
 #: (just the tree around the failing provider, or the whole cache on a
 #: reshape conflict). Any other failure, such as a connection error or a
@@ -542,6 +549,20 @@ def _load_tree(client, context, rp_uuid):
         raise
 
 
+def _load_status_tree(client, context, rp_uuid):
+    """:func:`_load_tree` for a status update, failing as Nova's read.
+
+    Stock Nova reads only the provider's traits there, and a placement
+    error reading them is a WARNING naming the provider (the report client
+    has logged the answer already), not a traceback.
+    """
+    try:
+        _load_tree(client, context, rp_uuid)
+    except _TREE_READ_FAILURES as error:
+        raise nova_exception.ResourceProviderTraitRetrievalFailed(
+            uuid=rp_uuid) from error
+
+
 def _update_status(stock, virtapi, context, rp_uuid, *args, **kwargs):
     """Nova's compute status update, retried on a generation conflict."""
     client = virtapi.reportclient
@@ -550,7 +571,7 @@ def _update_status(stock, virtapi, context, rp_uuid, *args, **kwargs):
         # load the tree first.
         if (not client._provider_tree.exists(rp_uuid) and
                 _may_add_tree(client)):
-            _load_tree(client, context, rp_uuid)
+            _load_status_tree(client, context, rp_uuid)
         try:
             return stock(virtapi, context, rp_uuid, *args, **kwargs)
         except nova_exception.ResourceProviderUpdateConflict:

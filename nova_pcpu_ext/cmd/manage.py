@@ -20,8 +20,9 @@
         [--format table|json]
     nova-pcpu-ext-manage [--config-file nova.conf]
         [--os-compute-endpoint-override URL] heal isolate [--dry-run]
-        [--host HOST] [--max-parallel N] [--timeout SECONDS] [--cold]
-        [--continue-on-error] [--include-legacy] [--format table|json]
+        [--host HOST] [--max-count N] [--max-parallel N]
+        [--timeout SECONDS] [--cold] [--continue-on-error]
+        [--include-legacy] [--format table|json]
 
 Exits 0 when everything is done or there is nothing to do, 1 when some
 items were left (found but not fixed, skipped or failed), 2 when the
@@ -40,10 +41,12 @@ import nova.conf
 from oslo_config import cfg
 
 from nova_pcpu_ext import allocation_ratios
-from nova_pcpu_ext import audit
 from nova_pcpu_ext import clients
+from nova_pcpu_ext import cloud_hosts
 from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext import heal
+from nova_pcpu_ext import isolate_scan
+from nova_pcpu_ext import ratio_audit
 
 CONF = nova.conf.CONF
 PROG = 'nova-pcpu-ext-manage'
@@ -53,10 +56,10 @@ ITEMS_LEFT = 1
 
 def _ratio_override(text):
     rc, _sep, value = text.partition('=')
-    if rc not in audit.RULED:
+    if rc not in ratio_audit.RULED:
         raise argparse.ArgumentTypeError(
             '%r: expected RESOURCE_CLASS=RATIO with one of %s' % (
-                text, ', '.join(audit.RULED)))
+                text, ', '.join(ratio_audit.RULED)))
     try:
         ratio = float(value)
     except ValueError:
@@ -90,10 +93,10 @@ def _print(rows, args, headings, row):
 
 def placement_audit(args):
     placement, compute = clients.connect(CONF)
-    ratios = audit.fix_ratios(CONF, dict(args.ratio))
-    targets = audit.providers(placement, compute, args.compute_node,
-                              args.provider)
-    findings = audit.audit_inventories(
+    ratios = ratio_audit.fix_ratios(CONF, dict(args.ratio))
+    targets = cloud_hosts.providers(placement, compute, args.compute_node,
+                                    args.provider)
+    findings = ratio_audit.audit_inventories(
         placement, ratios, fix=args.fix and not args.dry_run,
         targets=targets, progress=common.Progress(PROG))
     _print(findings, args,
@@ -102,18 +105,20 @@ def placement_audit(args):
                                               f.provider_uuid),
                       f.problem, ('FIXED: ' if f.fixed else '') + f.action])
     # A provider deleted during the run is noted, not left to fix.
-    return ITEMS_LEFT if any(not f.fixed and f.severity != audit.NOTE
+    return ITEMS_LEFT if any(not f.fixed and f.severity != ratio_audit.NOTE
                              for f in findings) else DONE
 
 
 def heal_isolate(args):
     placement, compute = clients.connect(CONF)
-    scan = audit.isolate_servers(placement, compute, args.compute_node,
-                                 common.Progress(PROG),
-                                 database=common.nova_database(CONF))
+    scan = isolate_scan.isolate_servers(placement, compute,
+                                        args.compute_node,
+                                        common.Progress(PROG),
+                                        database=common.nova_database(CONF))
     moves = heal.plan(scan, placement, args.cold,
                       mode=CONF.pcpu_ext.isolate_fallback_mode,
                       include_legacy=args.include_legacy)
+    heal.limit(moves, args.max_count)
     interrupted = False
     if args.dry_run:
         for move in moves:
@@ -172,7 +177,8 @@ def _add_commands(subparsers):
     _add_format(audit_parser)
 
     heal_commands = subparsers.add_parser(
-        'heal', help='Move servers the seed bugs misplaced.').add_subparsers(
+        'heal', help='Move servers that Nova bug 1889633 put on '
+                     'hyperthreaded hosts.').add_subparsers(
             dest='action', required=True)
     isolate = heal_commands.add_parser(
         'isolate', help='Move servers that forbid hyperthreads off '
@@ -183,6 +189,11 @@ def _add_commands(subparsers):
     isolate.add_argument('--host', dest='compute_node', metavar='HOST',
                          help='Only servers of this compute host or '
                               'compute node.')
+    isolate.add_argument(
+        '--max-count', type=_whole_number(1), metavar='N',
+        help='Move at most N servers this run, the first N of the plan; '
+             'the others are listed as not attempted, left for the next '
+             'run, and make the exit code 1 (default: all).')
     isolate.add_argument(
         '--max-parallel', type=_whole_number(1, heal.MAX_PARALLEL),
         default=1, metavar='N',

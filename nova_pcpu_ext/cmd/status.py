@@ -30,12 +30,15 @@ from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
 from nova_pcpu_ext import allocation_ratios
-from nova_pcpu_ext import audit
 from nova_pcpu_ext import clients
+from nova_pcpu_ext import cloud_hosts
 from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext import compute
+from nova_pcpu_ext import destinations
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import isolate_scan
 from nova_pcpu_ext import pcpu_trait
+from nova_pcpu_ext import ratio_audit
 from nova_pcpu_ext import scheduler
 
 CONF = nova.conf.CONF
@@ -49,8 +52,8 @@ SCHEDULER_ENTRY_POINT = 'nova_pcpu_ext.cmd.scheduler'
 #: ...]``, cotyledon's title of a service's master process.
 MASTER_TITLE = re.compile(r': master process \[(\S+)')
 
-CODES = {audit.WARNING: upgradecheck.Code.WARNING,
-         audit.FAILURE: upgradecheck.Code.FAILURE}
+CODES = {ratio_audit.WARNING: upgradecheck.Code.WARNING,
+         ratio_audit.FAILURE: upgradecheck.Code.FAILURE}
 
 #: The request filter whose modes the isolate checks follow.
 ISOLATE_FILTER = 'isolate_vcpu_fallback'
@@ -70,6 +73,18 @@ KEEP_LEGACY = (
     'the schedulers, with the pcpu_trait resource tracker mixin on the '
     'computes that report PCPU (nova-pcpu-ext-compute); or configure them '
     'with [compute] cpu_dedicated_set.')
+FILTER_OFF = (
+    'The isolate_vcpu_fallback request filter is off in this nova.conf '
+    '(not in [pcpu_ext] request_filters): judged as stock Nova schedules, '
+    'its VCPU fallback query offering pinned requests, isolate ones '
+    'included, every legacy host (no PCPU inventory). Run the check with '
+    'the nova.conf that switches the filter on to see what its mode '
+    'costs.')
+NOT_ACTIVATED = (
+    'Judged as if the schedulers ran the isolate_vcpu_fallback request '
+    'filter in %s mode, as this nova.conf configures it; no scheduler '
+    'activates it on this host (see the Configuration check), and a '
+    'scheduler that does not makes the VCPU fallback query as stock Nova.')
 
 
 def _script_text(pid, path):
@@ -126,6 +141,16 @@ def _scheduler_command_runs():
     return False
 
 
+def activated_here():
+    """Whether a scheduler on this host would run the request filters.
+
+    By the ``available_filters`` entry of this nova.conf, or a process
+    here running the extension's scheduler.
+    """
+    return (ACTIVATE_SCHEDULER in CONF.filter_scheduler.available_filters or
+            _scheduler_command_runs())
+
+
 def config_problems():
     """``[(severity, message)]``: the problems of nova.conf and Nova.
 
@@ -145,13 +170,11 @@ def config_problems():
         failures.append(str(error))
         request_filters = None
     # NOTE: a bad ratio is both a compute plugin's and Nova's problem.
-    problems = [(audit.FAILURE, message) for message in
+    problems = [(ratio_audit.FAILURE, message) for message in
                 dict.fromkeys(failures)]
-    if (request_filters and ACTIVATE_SCHEDULER not in
-            CONF.filter_scheduler.available_filters and
-            not _scheduler_command_runs()):
+    if request_filters and not activated_here():
         problems.append((
-            audit.WARNING,
+            ratio_audit.WARNING,
             '[pcpu_ext] request_filters are set but [filter_scheduler] '
             'available_filters lacks %s and no scheduler on this host runs '
             '%s: add the entry on scheduler hosts, or run the scheduler as '
@@ -166,8 +189,8 @@ def _summary(findings, what, advice):
     Notes (providers deleted during the run) follow, and change no code.
     """
     notes = _deleted_note((f.provider_name, f.provider_uuid)
-                          for f in findings if f.severity == audit.NOTE)
-    findings = [f for f in findings if f.severity != audit.NOTE]
+                          for f in findings if f.severity == ratio_audit.NOTE)
+    findings = [f for f in findings if f.severity != ratio_audit.NOTE]
     if not findings:
         return upgradecheck.Result(upgradecheck.Code.SUCCESS, notes or None)
     worst = max(findings, key=lambda f: CODES[f.severity])
@@ -216,16 +239,17 @@ def scans_legacy_hosts(mode):
     """Whether the isolate scan covers legacy hosts without hyperthreads.
 
     Where ``mode`` takes isolate servers away from them: drop (or an
-    unreadable mode, judged as the default), Nova's workaround, and
-    without the request filter, as the hardly-move check always judged.
+    unreadable mode, judged as the default) and Nova's workaround; not
+    ``legacy_only`` nor without the request filter, where the fallback
+    query offers them every legacy host.
     """
-    return mode != 'legacy_only'
+    return mode not in ('legacy_only', STOCK)
 
 
 def left_out(mode, nodes):
     """The legacy hosts that take no isolate server in ``mode``.
 
-    :param nodes: :class:`~nova_pcpu_ext.audit.ComputeNodes`.
+    :param nodes: :class:`~nova_pcpu_ext.cloud_hosts.ComputeNodes`.
     """
     if mode in ('drop', WORKAROUND):
         return nodes.legacy
@@ -238,11 +262,26 @@ def _names(providers, shown=SHOWN):
     return listed + (' and %d more' % more if more > 0 else '')
 
 
+def assumption(mode, activated=True):
+    """What the checks of the fallback mode assume of the schedulers.
+
+    :param mode: see :func:`fallback_mode`.
+    :param activated: :func:`activated_here`.
+    :returns: a sentence, or None where they judge nova.conf's mode as it
+        is.
+    """
+    if mode == STOCK:
+        return FILTER_OFF
+    if mode in ('drop', 'legacy_only') and not activated:
+        return NOT_ACTIVATED % mode
+    return None
+
+
 def judge_legacy_hosts(mode, nodes, servers, lacking=()):
     """The result of the legacy hosts check.
 
     :param mode: see :func:`fallback_mode`.
-    :param nodes: :class:`~nova_pcpu_ext.audit.ComputeNodes`.
+    :param nodes: :class:`~nova_pcpu_ext.cloud_hosts.ComputeNodes`.
     :param servers: the isolate servers judged on the hosts
         :func:`left_out`.
     :param lacking: in ``legacy_only`` mode, the compute nodes that report
@@ -360,6 +399,17 @@ def _not_judged_here(scan):
     return ' '.join(filter(None, notes))
 
 
+def _with_assumption(result, assumed):
+    """``result`` with what it assumed first in its details, its code kept.
+
+    A failure judged nothing, so assumed nothing either.
+    """
+    if not assumed or result.code == upgradecheck.Code.FAILURE:
+        return result
+    return upgradecheck.Result(result.code, ' '.join(filter(
+        None, (assumed, result.details))))
+
+
 def _with_notes(result, notes):
     """``result`` with ``notes`` added to its details, its code kept."""
     if not notes:
@@ -383,6 +433,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         self._failure = None
         self._isolate_scan = None
         self._compute_nodes = None
+        self._activated = None
         self._progress = common.Progress(PROG)
 
     def check(self):
@@ -425,17 +476,23 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         except exception.PcpuExtError as error:
             return upgradecheck.Result(upgradecheck.Code.FAILURE, str(error))
 
+    def _assumption(self, mode):
+        """:func:`assumption` of ``mode``, /proc read once a run."""
+        if mode in ('drop', 'legacy_only') and self._activated is None:
+            self._activated = activated_here()
+        return assumption(mode, self._activated)
+
     def _nodes(self, placement):
         if self._compute_nodes is None:
-            self._compute_nodes = audit.compute_nodes(placement,
-                                                      self._progress)
+            self._compute_nodes = cloud_hosts.compute_nodes(
+                placement, self._progress)
         return self._compute_nodes
 
     def _scan(self, placement, compute_api):
         if self._isolate_scan is None:
             legacy_hosts = (self._nodes(placement).legacy if
                             scans_legacy_hosts(fallback_mode()) else ())
-            self._isolate_scan = audit.isolate_servers(
+            self._isolate_scan = isolate_scan.isolate_servers(
                 placement, compute_api, progress=self._progress,
                 legacy_hosts=legacy_hosts, database=common.nova_database(CONF))
         return self._isolate_scan
@@ -466,14 +523,15 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
     def _check_bad_ratios(self):
         return self._service_check(lambda placement, _compute: _summary(
-            audit.audit_inventories(placement, audit.fix_ratios(CONF),
-                                    progress=self._progress),
+            ratio_audit.audit_inventories(
+                placement, ratio_audit.fix_ratios(CONF),
+                progress=self._progress),
             'Bad allocation ratios', 'Run %s placement audit for the list '
             'and placement audit --fix to repair them.' % MANAGE))
 
     def _check_ratio_changes(self):
         return self._service_check(lambda placement, _compute: _summary(
-            audit.ratio_changes(placement, CONF, self._progress),
+            ratio_audit.ratio_changes(placement, CONF, self._progress),
             'Allocation ratios the allocation_ratios rule of this nova.conf '
             'changes', 'A ratio set in nova.conf overrides the one placement '
             'holds, with or without the plugin: unset it on the computes '
@@ -497,7 +555,7 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         mode = fallback_mode()
 
         def judge(placement, found):
-            with_room = sum(audit.destination(placement, f, mode)
+            with_room = sum(destinations.destination(placement, f, mode)
                             is not None for f in found)
             without_ht = sum(not f.hyperthreaded for f in found)
             if without_ht:
@@ -536,21 +594,25 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
                     len(found), where, _server_list(found), isolated, rule,
                     with_room)))
 
-        if mode == 'legacy_only':
+        if mode in ('legacy_only', STOCK):
             # NOTE: the fallback query offers them every legacy host, as
             # in stock Nova.
-            return self._isolate_check(lambda found: False, judge)
-        return self._isolate_check(lambda found: found.legacy, judge,
-                                   covers=lambda name, hyperthreaded: True)
+            result = self._isolate_check(lambda found: False, judge)
+        else:
+            result = self._isolate_check(
+                lambda found: found.legacy, judge,
+                covers=lambda name, hyperthreaded: True)
+        return _with_assumption(result, self._assumption(mode))
 
     def _check_legacy_hosts(self):
+        mode = fallback_mode()
+
         def check(placement, compute_api):
-            mode = fallback_mode()
             if mode in (None, STOCK):
                 return upgradecheck.Result(upgradecheck.Code.SUCCESS)
             nodes = self._nodes(placement)
-            lacking = (audit.lacking_trait(placement, nodes.new_style,
-                                           pcpu_trait.TRAIT)
+            lacking = (cloud_hosts.lacking_trait(placement, nodes.new_style,
+                                                 pcpu_trait.TRAIT)
                        if mode == 'legacy_only' else [])
             hosts = {provider['name'] for provider in left_out(mode, nodes)}
             if not hosts:
@@ -561,7 +623,8 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
             return _with_blind_spots(
                 judge_legacy_hosts(mode, nodes, servers, lacking), scan,
                 lambda name, _hyperthreaded: name in hosts)
-        return self._service_check(check)
+        return _with_assumption(self._service_check(check),
+                                self._assumption(mode))
 
     _upgrade_checks = (
         ('Configuration', _check_config),

@@ -59,6 +59,22 @@ def _wsgi_application():
         return 'placement.wsgi:init_application()'
 
 
+@functools.cache
+def _gunicorn_options():
+    """Options of the installed gunicorn that every server needs.
+
+    ``--no-control-socket`` where gunicorn has a control socket: each
+    server would otherwise claim the same socket in the home directory.
+    Releases without one do not know the option and exit on it, so it is
+    given only where ``gunicorn --help`` lists it.
+    """
+    usage = subprocess.run(
+        [sys.executable, '-m', 'gunicorn', '--help'], check=True,
+        capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
+    return [option for option in ('--no-control-socket',)
+            if option in usage.split()]
+
+
 def _configure(directory, db_url):
     policy = os.path.join(directory, 'policy.yaml')
     with open(policy, 'w') as rules:
@@ -119,7 +135,7 @@ class PlacementServer(fixtures.Fixture):
         self.log = open(os.path.join(self.dir, 'gunicorn.log'), 'w')
         self.addCleanup(self.log.close)
         self.process = subprocess.Popen(
-            [sys.executable, '-m', 'gunicorn', '--no-control-socket',
+            [sys.executable, '-m', 'gunicorn', *_gunicorn_options(),
              '--bind', '127.0.0.1:%d' % port, '--workers',
              str(self.workers), '--log-level', 'warning',
              _wsgi_application()],

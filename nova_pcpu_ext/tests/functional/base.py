@@ -20,6 +20,10 @@ placement is openstack-placement's application on sqlite.
 # Nova's functional package applies Nova's concurrency setup on import: it
 # must come before anything else imports Nova.
 import nova.tests.functional  # noqa: F401  isort:skip
+# On 2025.2 nova.test applies it instead; without it, modules such as
+# socketserver keep blocking selectors that starve eventlet's hub (an HTTP
+# server of a test then stops every service of the process).
+import nova.test  # noqa: F401,H306  isort:skip
 
 import threading
 

@@ -199,7 +199,7 @@ class FaultyProxy(fixtures.Fixture):
                 self.end_headers()
                 self.wfile.write(content)
 
-            do_GET = do_PUT = do_POST = forward
+            do_GET = do_PUT = do_POST = do_DELETE = forward
 
             def log_message(self, *args):
                 pass
@@ -252,6 +252,30 @@ class PlacementOverHttp(fixtures.Fixture):
 
     def delete(self, url, version=None, **_kwargs):
         return self._call('DELETE', url, version=version)
+
+
+class PlacementBehindProxy(PlacementOverHttp):
+    """Nova's services reach placement through a :class:`FaultyProxy`.
+
+    ``fault`` is the proxy's ``respond``, None to forward everything; the
+    test helpers (``api``) reach placement directly. ``timeout`` is
+    Nova's ``[placement] timeout``, read when its clients are created.
+    """
+
+    def __init__(self, timeout=None):
+        super().__init__()
+        self.timeout = timeout
+
+    def _setUp(self):
+        super()._setUp()
+        self.fault = None
+        self.proxy = self.useFixture(FaultyProxy(
+            self.server.endpoint,
+            lambda method, path: self.fault and self.fault(method, path)))
+        nova.conf.CONF.set_override('endpoint', self.proxy.endpoint,
+                                    group='placement')
+        nova.conf.CONF.set_override('timeout', self.timeout,
+                                    group='placement')
 
 
 class ComputeApiOverHttp(fixtures.Fixture):

@@ -15,6 +15,9 @@
 
 from nova_pcpu_ext.tests.functional import base  # isort:skip
 
+import time
+
+import fixtures
 from nova.scheduler import utils as scheduler_utils
 import testscenarios
 
@@ -24,6 +27,7 @@ from nova_pcpu_ext.tests.functional.base import DEDICATED
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests.functional.base import ISOLATE
 from nova_pcpu_ext.tests.functional.base import NO_HYPERTHREADS
+from nova_pcpu_ext.tests.functional import operator_commands
 from nova_pcpu_ext.tests import future_nova
 
 FORBIDS_HT = 'required=%21HW_CPU_HYPERTHREADING'
@@ -176,7 +180,7 @@ class LegacyOnlyModeTest(_IsolateTestBase):
             NO_HYPERTHREADS)
 
     def test_a_cloud_of_legacy_hosts_only(self):
-        """No compute has reported the trait yet: placement must know it.
+        """No compute reports the trait: the fallback query is stock's.
 
         Placement refuses a query that forbids a trait it does not know.
         """
@@ -187,7 +191,7 @@ class LegacyOnlyModeTest(_IsolateTestBase):
         self.assertEqual('compute1', server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual({'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20},
                          self.usages(legacy_rp))
-        self.assertIn(FORBIDS_PCPU_HOSTS, self.placement_queries[1])
+        self.assertNotIn(FORBIDS_PCPU_HOSTS, self.placement_queries[1])
 
     def test_other_pinned_requests_keep_pcpu_and_legacy_hosts(self):
         # NOTE: each boot right after its host starts: the computes of this
@@ -221,6 +225,125 @@ class LegacyOnlyModeTest(_IsolateTestBase):
 
         self.assertNotIn(pcpu_trait.TRAIT, self.traits(rp_uuid))
         self.assertNotIn('PCPU', self._get_provider_inventory(rp_uuid))
+
+
+class _LegacyCloudBase(_IsolateTestBase):
+    """A cloud of legacy hosts only, placement served over HTTP.
+
+    One host with hyperthreads and one without. No compute reports PCPU,
+    so nothing there creates the trait ``legacy_only`` forbids, and a
+    trait no provider carries can be deleted. Nova's services reach
+    placement through a proxy that injects faults (``self.proxied``).
+    """
+
+    #: The path of the scheduler's question about the trait.
+    TRAIT_PATH = '/traits/%s' % pcpu_trait.TRAIT
+    #: Nova's ``[placement] timeout``: ample for a loaded machine.
+    TIMEOUT = 5
+
+    def setUp(self):
+        self.proxied = operator_commands.PlacementBehindProxy(self.TIMEOUT)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.functional.fixtures.PlacementFixture',
+            lambda: self.proxied))
+        super().setUp()
+        self.flags(isolate_fallback_mode='legacy_only', group='pcpu_ext')
+        self.legacy_rps = {
+            self.start_legacy_host('compute1', HYPERTHREADED),
+            self.start_legacy_host('compute2', NO_HYPERTHREADS)}
+
+    def fail_trait_calls(self, answer):
+        """Answer ``answer`` to every call of the trait's URL."""
+        self.proxied.fault = lambda method, path: (
+            answer if path == self.TRAIT_PATH else None)
+
+    def assert_placed_as_stock(self, extra_spec):
+        """The pinned request lands on a legacy host, consuming VCPU."""
+        server = self.boot(extra_spec)
+        rp_uuid = self.compute_rp_uuids[server['OS-EXT-SRV-ATTR:host']]
+        self.assertIn(rp_uuid, self.legacy_rps)
+        self.assertEqual(
+            {rp_uuid: {'VCPU': 1, 'MEMORY_MB': 2048, 'DISK_GB': 20}},
+            {rp: allocation['resources'] for rp, allocation in
+             self._get_allocations_by_server_uuid(server['id']).items()})
+        self.assertNotIn('TypeError', self.stdlog.logger.output)
+        return server
+
+
+class StockLegacyCloudTest(_LegacyCloudBase):
+    """What stock Nova places in a cloud of legacy hosts."""
+
+    extension = False
+
+    def test_pinned_requests_placed_on_legacy_hosts(self):
+        for extra_spec in (ISOLATE, DEDICATED):
+            self.assert_placed_as_stock(extra_spec)
+        self.assertEqual(4, len(self.placement_queries))
+
+
+class LegacyOnlyWithoutItsTraitTest(_LegacyCloudBase):
+    """legacy_only places what stock places while placement lacks the trait.
+
+    Placement answers 400 to a query forbidding a trait it does not know,
+    and Nova's scheduler then fails the boot with a TypeError.
+    """
+
+    def test_trait_refused_by_placement_policy(self):
+        """(a) placement:traits:update stricter than its default."""
+        self.proxied.fault = lambda method, path: (
+            403 if (method, path) == ('PUT', self.TRAIT_PATH) else None)
+
+        for extra_spec in (ISOLATE, DEDICATED):
+            self.assert_placed_as_stock(extra_spec)
+        for query in self.placement_queries:
+            self.assertNotIn(FORBIDS_PCPU_HOSTS, query)
+
+    def test_trait_deleted_after_a_pinned_boot(self):
+        """(b) Nothing carries the trait, so it can be deleted."""
+        self.placement.put(self.TRAIT_PATH, None, version='1.6')
+        self.assert_placed_as_stock(ISOLATE)
+        self.assertIn(FORBIDS_PCPU_HOSTS, self.placement_queries[-1])
+
+        self.assertEqual(204, self.placement.delete(
+            self.TRAIT_PATH, version='1.6').status)
+        for extra_spec in (ISOLATE, DEDICATED):
+            self.assert_placed_as_stock(extra_spec)
+            self.assertNotIn(FORBIDS_PCPU_HOSTS, self.placement_queries[-1])
+
+    def test_transient_failure_of_the_trait_calls(self):
+        """(c) Placement back for the query after failing the trait."""
+        self.fail_trait_calls(503)
+        self.assert_placed_as_stock(ISOLATE)
+        self.proxied.fault = None
+        self.assert_placed_as_stock(DEDICATED)
+
+    def test_each_fault_of_the_trait_check(self):
+        """The fallback is stock's, the cause logged once a change.
+
+        Two requests a fault, one for a timeout (it takes that long).
+        """
+        def slow(method, path):
+            if path == self.TRAIT_PATH:
+                time.sleep(self.TIMEOUT + 1)
+
+        faults = [(status, '(%d ' % status, 2) for status in
+                  (400, 403, 409, 500, 503)]
+        faults += [(operator_commands.FaultyProxy.DROP, 'Remote end closed',
+                    2), (slow, 'timed out', 1)]
+        for answer, problem, requests in faults:
+            if callable(answer):
+                self.proxied.fault = answer
+            else:
+                self.fail_trait_calls(answer)
+            for _request in range(requests):
+                self._delete_server(self.assert_placed_as_stock(DEDICATED))
+            self.assertEqual(1, len([
+                line for line in self.stdlog.logger.output.splitlines()
+                if 'Cannot ask placement whether it knows the trait' in line
+                and problem in line]), problem)
+        for query in self.placement_queries:
+            self.assertNotIn(FORBIDS_PCPU_HOSTS, query)
+        self.assertNotIn('Traceback', self.stdlog.logger.output)
 
 
 class TruncatedFallbackTest(testscenarios.WithScenarios, _IsolateTestBase):

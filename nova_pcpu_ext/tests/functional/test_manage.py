@@ -523,6 +523,39 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         self.assertEqual({'create', 'pause', 'stop', 'live-migration',
                           'migrate', 'confirmResize'}, actions)
 
+    def test_max_count_moves_that_many_and_leaves_the_rest(self):
+        """As heal_allocations --max-count: run again until exit 0."""
+        servers = {self.boot(ISOLATE)['id'] for _ in range(2)}
+        self.enable_extension()
+        no_ht_rp = self.start_host_without_hyperthreads()
+
+        zero = self.manage('heal', 'isolate', '--max-count', '0')
+        dry_run, planned = self.heal('--max-count', '1', '--dry-run')
+        first, moved = self.heal('--max-count', '1')
+
+        self.assertEqual(2, zero.returncode, zero.stderr)
+        self.assertIn("argument --max-count: '0': give a whole number of 1 "
+                      "or more", zero.stderr)
+        self.assertEqual(1, dry_run.returncode, dry_run.stderr)
+        left = 'not attempted: --max-count 1 reached; left for the next run'
+        self.assertEqual([left], [m['result'] for m in planned
+                                  if not m['result'].startswith('dry run')])
+        self.assertEqual(1, first.returncode, first.stderr)
+        self.assertEqual(['healed', left],
+                         sorted(m['result'] for m in moved))
+        (healed,) = [m['server'] for m in moved if m['healed']]
+        (rest,) = servers - {healed}
+        self.assertEqual(('ACTIVE', 'compute1'), self.where({'id': rest}))
+
+        second, moved_next = self.heal('--max-count', '1')
+
+        self.assertEqual(0, second.returncode, second.stderr)
+        self.assertEqual([(rest, 'compute2', 'healed')],
+                         [(m['server'], m['to_host'], m['result'])
+                          for m in moved_next])
+        self.assertEqual({'PCPU': 2}, self.cpu_usages(no_ht_rp))
+        self.assertEqual({}, self.cpu_usages(self.ht_rp))
+
     def test_cold_migration(self):
         server = self.boot(ISOLATE)
         self.enable_extension()

@@ -18,7 +18,10 @@ reads it. Stock Nova without its late check leaves the bug's victims.
 
 from nova_pcpu_ext.tests.functional import base  # noqa: F401  isort:skip
 
+import contextlib
 import json
+import os
+import sqlite3
 import uuid
 
 import fixtures
@@ -162,6 +165,82 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         self.assertTrue(row['result'].startswith(
             'skipped: its cell did not answer: cell1: '), row)
 
+    def copies(self):
+        """nova.conf lines of :meth:`nova_databases`, and the cells' files.
+
+        ``{cell name: path}``; the cell mappings name ``sqlite:///path``.
+        """
+        databases = self.nova_databases()
+        return databases, {name: os.path.join(_directory(databases),
+                                              name + '.db')
+                           for name in self.cell_mappings}
+
+    def built(self, extra_spec):
+        server = self.boot(extra_spec)
+        # The build goes on after ACTIVE (it tells the scheduler).
+        self._wait_for_instance_action_event(
+            server, 'create', 'compute__do_build_and_run_instance', 'success')
+        return server
+
+    def test_the_operator_s_connections(self):
+        """nova.conf's accounts and bounds, not the cell mappings' alone.
+
+        One server for the three readings: the set-up is most of the cost
+        of a test here, and the series envs run it too.
+        """
+        server = self.built(ISOLATE)
+        victim = (server, 'flavor hw:cpu_thread_policy=isolate')
+
+        databases, paths = self.copies()
+        with _locked(paths['cell1']):
+            code, checks = check(self.status, extra_conf=(
+                databases + '[pcpu_ext]\ndatabase_timeout = 1\n'))
+        self.assertEqual(1, code, checks)
+        self.assertIn('the database of cell cell1 did not answer: '
+                      '(sqlite3.OperationalError) database is locked '
+                      '(after ', checks[ON_HT][1])
+        self.assertIn('[pcpu_ext] database_timeout = 1 s bounds each '
+                      'connection and statement', checks[ON_HT][1])
+
+        # The reader's copies stand for databases another account opens;
+        # where the cell mappings point nothing is left.
+        for path in paths.values():
+            os.rename(path, path + '.reader')
+        template = ('[pcpu_ext]\ncell_database_connection = '
+                    '{scheme}:////{path}.reader\n')
+        # A replica of the cell [database] connection names.
+        replica = ('[database]\nconnection = sqlite:///%s\n'
+                   'slave_connection = sqlite:///%s.reader\n' % (
+                       paths['cell1'], paths['cell1']))
+        for conf in (template, replica):
+            code, checks = check(self.status, extra_conf=databases + conf)
+            self.assertEqual(2, code, checks)
+            assert_victims(self, checks[ON_HT][1], victim)
+
+        # Nova's API database's account must not fill a cell template.
+        refused = self.manage('heal', 'isolate', '--dry-run',
+                              extra_conf=self.template_mapping())
+        self.assertEqual((2, ''), (refused.returncode, refused.stdout))
+        # The last line: eventlet may warn of itself as it is imported.
+        self.assertTrue(refused.stderr.strip().splitlines()[-1].startswith(
+            'nova-pcpu-ext-manage: The database_connection of the mapping '
+            'of cell cell1 is a template, filled from [database] '
+            'connection, which nova.conf does not set'), refused.stderr)
+
+    def template_mapping(self):
+        """nova.conf lines naming databases where cell1's URL is a template.
+
+        Of ``[database] connection``'s scheme, as Nova fills it.
+        """
+        databases, paths = self.copies()
+        api = sqlite3.connect(os.path.join(_directory(databases), 'api.db'))
+        with api:
+            api.execute(
+                'UPDATE cell_mappings SET database_connection = ? '
+                'WHERE name = ?', ('{scheme}:///' + paths['cell1'], 'cell1'))
+        api.close()
+        return databases
+
     def test_an_api_database_that_cannot_be_read(self):
         self.boot(ISOLATE)
         result = self.status('upgrade', 'check', '--json', extra_conf=(
@@ -179,8 +258,11 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
 
     def test_statements_do_not_grow_with_the_servers(self):
         """Three queries up to a batch of servers, whatever their number."""
-        # In this process, where Nova's fixtures configured the databases.
+        # In this process, where Nova's fixtures configured the databases
+        # and own their engines (in memory under eventlet: not to close).
         self.useFixture(fixtures.MockPatch('nova.db.api.api.configure'))
+        self.useFixture(fixtures.MockPatchObject(
+            nova_db.NovaDatabase, '_release'))
         database = nova_db.NovaDatabase(nova.conf.CONF)
         statements = []
 
@@ -210,3 +292,22 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         self.assertEqual((3, sorted(server['id'] for server in servers)),
                          read[3])
         self.assertEqual(3, read[1][0])
+
+
+def _directory(databases):
+    """The directory of the copies :meth:`nova_databases` names."""
+    return os.path.dirname(databases.partition('sqlite:///')[2].strip())
+
+
+@contextlib.contextmanager
+def _locked(path):
+    """An SQLite database another connection holds exclusively."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        # A WAL database lets readers past a writer.
+        holder.execute('PRAGMA journal_mode = DELETE')
+        holder.execute('BEGIN EXCLUSIVE')
+        yield
+        holder.execute('ROLLBACK')
+    finally:
+        holder.close()

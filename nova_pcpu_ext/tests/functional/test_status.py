@@ -63,6 +63,14 @@ NO_LEGACY = (0, (
     "and so does Nova's own [workarounds] disable_fallback_pcpu_query = "
     "True, which drops the VCPU fallback query for every pinned request."))
 LEGACY_ONLY = '[pcpu_ext]\nisolate_fallback_mode = legacy_only\n'
+FILTER_OFF = '[pcpu_ext]\nrequest_filters =\n'
+#: The details of the checks of the fallback mode without the filter.
+JUDGED_AS_STOCK = (
+    'The isolate_vcpu_fallback request filter is off in this nova.conf (not '
+    'in [pcpu_ext] request_filters): judged as stock Nova schedules, its '
+    'VCPU fallback query offering pinned requests, isolate ones included, '
+    'every legacy host (no PCPU inventory). Run the check with the '
+    'nova.conf that switches the filter on to see what its mode costs.')
 #: Servers show the image properties Nova stored at boot (microversion
 #: 2.98, from Nova 2025.1).
 STORED_IMAGE_PROPERTIES = api_version_request.max_api_version() >= (
@@ -252,6 +260,28 @@ class PlacementChecksTest(testtools.TestCase):
             'CUSTOM_PCPU_EXT_REPORTS_PCPU trait: nested. '),
             legacy_only[LEGACY_HOSTS][1])
 
+    def test_request_filter_not_activated_here(self):
+        """What the checks of the mode assume is said first."""
+        self.placement.provider('legacy', {'VCPU': {'total': 8}})
+        self.useFixture(test_console_scripts.SchedulerProcessesLock())
+
+        _code, activated = check(self.status)
+        _code, not_activated = check(self.status, nova_conf=self.nova_conf(
+        ).replace(ACTIVATED, ''))
+
+        assumed = (
+            'Judged as if the schedulers ran the isolate_vcpu_fallback '
+            'request filter in drop mode, as this nova.conf configures it; '
+            'no scheduler activates it on this host (see the Configuration '
+            'check), and a scheduler that does not makes the VCPU fallback '
+            'query as stock Nova.')
+        self.assertEqual(1, not_activated['Configuration'][0])
+        self.assertEqual((0, None), activated[CHECKS[4]])
+        self.assertEqual((0, assumed), not_activated[CHECKS[4]])
+        self.assertEqual(1, not_activated[LEGACY_HOSTS][0])
+        self.assertEqual(assumed + ' ' + activated[LEGACY_HOSTS][1],
+                         not_activated[LEGACY_HOSTS][1])
+
     def test_bad_ratios(self):
         zero = self.placement.provider('compute1', {
             'VCPU': {'total': 8, 'allocation_ratio': 0.0},
@@ -314,8 +344,10 @@ class PlacementChecksTest(testtools.TestCase):
                      'Allocation ratios to be changed'):
             self.assertEqual(2, checks[name][0])
             self.assertIn(nan, checks[name][1])
-        for name in CHECKS[3:]:
-            self.assertEqual((0, None), checks[name])
+        # No isolate_vcpu_fallback in request_filters: judged as stock Nova.
+        self.assertEqual((0, None), checks[CHECKS[3]])
+        for name in CHECKS[4:]:
+            self.assertEqual((0, JUDGED_AS_STOCK), checks[name])
 
     def test_stopped_placement(self):
         self.server.stop()
@@ -603,6 +635,16 @@ class StockNovaIsolateChecksTest(_IsolateChecksBase):
         # legacy_only keeps them all: nothing to report.
         self.assertEqual((0, {name: (0, None) for name in CHECKS}),
                          (legacy_only_code, legacy_only))
+
+    def test_without_the_request_filter_judged_as_stock_nova(self):
+        """Not as drop: the fallback query offers them every legacy host."""
+        self.legacy_cloud()
+
+        code, checks = check(self.status, extra_conf=FILTER_OFF)
+
+        self.assertEqual(0, code)
+        self.assertEqual((0, JUDGED_AS_STOCK), checks[CHECKS[4]])
+        self.assertEqual((0, JUDGED_AS_STOCK), checks[LEGACY_HOSTS])
 
     def test_hardly_move_from_legacy_hosts_without_hyperthreads(self):
         """In drop mode only hosts reporting PCPU without HT take them."""

@@ -78,7 +78,9 @@ class DecisionTest(base.TestCase):
     def setUp(self):
         super().setUp()
         self.filter = isolate_filter.IsolateVcpuFallbackFilter()
-        self.filter._trait_known = True  # see TraitKnownTest
+        # Placement knows the trait: see TraitKnownTest.
+        self.useFixture(fixtures.MockPatchObject(
+            self.filter, '_placement_knows_trait', return_value=True))
 
     def primary(self, spec):
         return scheduler_utils.ResourceRequest.from_request_spec(spec)
@@ -146,46 +148,55 @@ class DecisionTest(base.TestCase):
             None).forbidden_traits)
 
 
+def answer(status, text=''):
+    return mock.Mock(status_code=status, text=text)
+
+
 class TraitKnownTest(base.TestCase):
-    """legacy_only makes placement know the trait its queries forbid."""
+    """legacy_only forbids its trait only where placement knows it."""
 
     def setUp(self):
         super().setUp()
         self.flags(isolate_fallback_mode='legacy_only')
-        self.put = self.useFixture(fixtures.MockPatch(
+        self.get = self.useFixture(fixtures.MockPatch(
             'nova.scheduler.client.report.report_client_singleton')
-        ).mock.return_value.put
+        ).mock.return_value.get
         self.filter = isolate_filter.IsolateVcpuFallbackFilter()
         self.context = mock.Mock(global_id='req-1')
-        self.spec = request_spec('dedicated')
+        self.spec = request_spec('dedicated', 'isolate')
 
-    def fallback(self):
-        return self.filter.fallback_request(
+    def forbids_trait(self):
+        query = self.filter.fallback_request(
             self.context, self.spec,
             scheduler_utils.ResourceRequest.from_request_spec(
-                self.spec, enable_pinning_translate=False))
+                self.spec, enable_pinning_translate=False)).to_querystring()
+        return pcpu_trait.TRAIT in query
 
-    def test_created_once_a_process(self):
-        self.put.return_value = mock.Mock(status_code=204, __bool__=lambda
-                                          response: True)
-        self.fallback()
-        self.fallback()
-        self.put.assert_called_once_with(
-            '/traits/%s' % pcpu_trait.TRAIT, None, version='1.6',
+    def test_asked_for_each_request(self):
+        """A trait deleted since the last request is noticed."""
+        self.get.side_effect = [answer(204), answer(404), answer(204)]
+
+        self.assertEqual([True, False, True],
+                         [self.forbids_trait() for _request in range(3)])
+        self.get.assert_called_with(
+            '/traits/%s' % pcpu_trait.TRAIT, version='1.6',
             global_request_id='req-1')
+        self.assertEqual(3, self.get.call_count)
+        self.assertNotIn('Cannot ask placement', self.logger.output)
 
-    def test_a_failure_is_logged_and_retried(self):
-        self.put.side_effect = [
-            ks_exc.ConnectFailure('refused'),
-            mock.Mock(status_code=503, text='down',
-                      __bool__=lambda response: False),
-            mock.Mock(status_code=201, __bool__=lambda response: True)]
-        for _attempt in range(4):
-            self.assertIn(pcpu_trait.TRAIT, self.fallback().to_querystring())
-        self.assertEqual(3, self.put.call_count)
-        self.assertEqual(2, self.logger.output.count(
-            'Cannot create the trait %s in placement' % pcpu_trait.TRAIT))
-        self.assertIn('(503 down)', self.logger.output)
+    def test_no_answer_leaves_the_query_as_stock(self):
+        self.get.side_effect = [
+            ks_exc.ConnectFailure('refused'), answer(403, 'forbidden'),
+            answer(403, 'forbidden'), answer(503, 'down'), answer(204)]
+
+        self.assertEqual([False] * 4 + [True],
+                         [self.forbids_trait() for _request in range(5)])
+        # Once per change of the answer, not once per request.
+        self.assertEqual(3, self.logger.output.count(
+            'Cannot ask placement whether it knows the trait %s'
+            % pcpu_trait.TRAIT))
+        for problem in ('(refused)', '(403 forbidden)', '(503 down)'):
+            self.assertIn(problem, self.logger.output)
 
 
 class RecordingFilter(object):
@@ -244,3 +255,71 @@ class SchedulerHookTest(base.TestCase):
         refuse = RecordingFilter(False)
         self.hook(refuse)(None, request_spec(), None)
         self.assertEqual([], refuse.calls)
+
+
+class MutantsTest(base.TestCase):
+    """Cases the mutation run found untested (tools/mutation)."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(isolate_fallback_mode='legacy_only')
+        self.get = self.useFixture(fixtures.MockPatch(
+            'nova.scheduler.client.report.report_client_singleton')
+        ).mock.return_value.get
+        self.filter = isolate_filter.IsolateVcpuFallbackFilter()
+        self.context = mock.Mock(global_id='req-1')
+        self.spec = request_spec('dedicated', 'isolate')
+
+    forbids_trait = TraitKnownTest.forbids_trait
+
+    def test_drop_read_from_a_file_drops(self):
+        # Kills ``isolate_fallback_mode is 'drop'``: a value oslo.config
+        # parsed from a file is equal to the literal, not the same object.
+        self.flags(isolate_fallback_mode=''.join(['dr', 'op']))
+        self.assertFalse(self.filter.allow_fallback(
+            self.context, self.spec, None))
+
+    def test_an_error_sorting_after_unknown_is_a_warning(self):
+        # Kills ``answer >= 'unknown'`` in _log_answer: an error whose
+        # text sorts after 'unknown' was logged as an unknown trait.
+        self.get.side_effect = [ks_exc.ConnectFailure('write failed')]
+        self.assertFalse(self.forbids_trait())
+        self.assertIn('Cannot ask placement whether it knows the trait %s '
+                      '(write failed)' % pcpu_trait.TRAIT, self.logger.output)
+        self.assertNotIn('Placement does not know', self.logger.output)
+
+    def test_a_trait_already_forbidden_stays_forbidden(self):
+        # Kills ``_root_forbidden ^ {TRAIT}``: a request forbidding the
+        # trait itself had it taken out of the fallback query.
+        self.get.return_value = answer(204)
+        self.spec.request_level_params = objects.RequestLevelParams(
+            root_forbidden={pcpu_trait.TRAIT})
+        self.assertTrue(self.forbids_trait())
+
+    def test_the_decision_names_the_trait(self):
+        # Kills ``'... %s ...' + TRAIT`` for '%' in both decisions logged.
+        self.get.side_effect = [answer(404), answer(204)]
+        self.forbids_trait()
+        self.forbids_trait()
+        self.assertIn('placement does not know %s ([pcpu_ext]'
+                      % pcpu_trait.TRAIT, self.logger.output)
+        self.assertIn('the VCPU fallback placement query forbids %s on the '
+                      'host' % pcpu_trait.TRAIT, self.logger.output)
+
+    def test_legacy_only_read_from_a_file_forbids(self):
+        # Kills ``isolate_fallback_mode is not 'legacy_only'``.
+        self.flags(isolate_fallback_mode=''.join(['legacy', '_only']))
+        self.get.return_value = answer(204)
+        self.assertTrue(self.forbids_trait())
+
+    def test_isolate_from_the_database_is_isolate(self):
+        # Kills ``get_cpu_thread_policy_constraint(...) is ISOLATE``: the
+        # extra spec Nova reads is equal to the constant, not the same.
+        spec = request_spec('dedicated', ''.join(['iso', 'late']))
+        self.assertTrue(isolate_filter.requests_isolate(spec))
+
+    def test_a_request_without_image_properties(self):
+        # Kills ``'image' in spec_obj or spec_obj.image``: a RequestSpec
+        # whose image is None (set, but empty) was read as an image.
+        self.spec.image = None
+        self.assertTrue(isolate_filter.requests_isolate(self.spec))

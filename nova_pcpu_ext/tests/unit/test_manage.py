@@ -12,6 +12,7 @@
 
 import argparse
 import io
+import json
 import threading
 import time
 from unittest import mock
@@ -19,11 +20,11 @@ from unittest import mock
 import ddt
 import fixtures
 
-from nova_pcpu_ext import audit
 from nova_pcpu_ext.cmd import common
 from nova_pcpu_ext.cmd import manage
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import heal
+from nova_pcpu_ext import isolate_scan
 from nova_pcpu_ext.tests.unit import base
 
 
@@ -150,6 +151,20 @@ class CtrlCCompute(FakeCompute):
         return super().server(uuid)
 
 
+def planned_moves(compute, cold=False):
+    """A planned :class:`heal.Move` of each server of ``compute``."""
+    moves = []
+    for uuid, server in compute.servers.items():
+        found = isolate_scan.IsolateServer(
+            dict(server), {'uuid': 'ht', 'name': 'ht'}, 'flavor',
+            {'ht': {'VCPU': 1}}, legacy=False, dedicated=True)
+        moves.append(heal.Move(
+            uuid, 'ht', server['status'], 'VCPU:1', found=found,
+            how=heal.how_to_move(server['status'], cold),
+            result='planned', room='no-ht'))
+    return moves
+
+
 class HealerTest(base.TestCase):
 
     def setUp(self):
@@ -158,16 +173,7 @@ class HealerTest(base.TestCase):
             'nova_pcpu_ext.heal.POLL_INTERVAL', 0.01))
 
     def moves(self, compute, cold=False):
-        moves = []
-        for uuid, server in compute.servers.items():
-            found = audit.IsolateServer(
-                dict(server), {'uuid': 'ht', 'name': 'ht'}, 'flavor',
-                {'ht': {'VCPU': 1}}, legacy=False, dedicated=True)
-            moves.append(heal.Move(
-                uuid, 'ht', server['status'], 'VCPU:1', found=found,
-                how=heal.how_to_move(server['status'], cold),
-                result='planned'))
-        return moves
+        return planned_moves(compute, cold)
 
     def run_moves(self, compute, cold=False, **kwargs):
         moves = self.moves(compute, cold)
@@ -278,7 +284,7 @@ class PlanTest(base.TestCase):
 
     def scan(self, *legacy):
         """A scan of servers ``0``, ``1``... each legacy or not."""
-        return audit.IsolateScan([audit.IsolateServer(
+        return isolate_scan.IsolateScan([isolate_scan.IsolateServer(
             {'id': str(number), 'status': 'ACTIVE',
              'OS-EXT-SRV-ATTR:host': 'ht%d' % number},
             {'uuid': 'ht%d' % number}, 'flavor',
@@ -321,6 +327,99 @@ class PlanTest(base.TestCase):
                          'nested provider', move.result)
 
 
+@ddt.ddt
+class MaxCountTest(base.TestCase):
+    """``heal isolate --max-count N``: at most N moves, the rest left."""
+
+    LEFT = 'not attempted: --max-count 2 reached; left for the next run'
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.heal.POLL_INTERVAL', 0.01))
+        self.stderr = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stderr', io.StringIO())).new_value
+
+    @staticmethod
+    def parse(*argv):
+        parser = argparse.ArgumentParser(prog='manage')
+        manage._add_commands(parser.add_subparsers())
+        return parser.parse_args(['heal', 'isolate', '--format', 'json',
+                                  *argv])
+
+    def heal(self, compute, *argv):
+        """Exit code and rows of ``heal isolate`` over ``compute``."""
+        for target, value in (
+                ('nova_pcpu_ext.clients.connect',
+                 (FakePlacement(compute), compute)),
+                ('nova_pcpu_ext.cmd.common.nova_database', None),
+                ('nova_pcpu_ext.isolate_scan.isolate_servers', None),
+                ('nova_pcpu_ext.heal.plan', planned_moves(compute))):
+            self.useFixture(fixtures.MockPatch(target, return_value=value))
+        stdout = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stdout', io.StringIO())).new_value
+        args = self.parse(*argv)
+        code = args.function(args)
+        return code, [(row['server'], row['to_host'], row['result'])
+                      for row in json.loads(stdout.getvalue())]
+
+    def test_moves_the_first_n_and_leaves_the_rest(self):
+        compute = FakeCompute({'a': 'ACTIVE', 'b': 'SHUTOFF', 'c': 'ACTIVE'})
+
+        code, rows = self.heal(compute, '--max-count', '2')
+
+        self.assertEqual(1, code)
+        self.assertEqual([('a', 'no-ht', 'healed'), ('b', 'no-ht', 'healed'),
+                          ('c', '', self.LEFT)], rows)
+        self.assertEqual(['a', 'b'], sorted({uuid for uuid, _action
+                                             in compute.actions}))
+        self.assertEqual('ht', compute.servers['c']['OS-EXT-SRV-ATTR:host'])
+
+    def test_a_count_above_the_plan_moves_everything(self):
+        compute = FakeCompute({'a': 'ACTIVE', 'b': 'ACTIVE'})
+
+        code, rows = self.heal(compute, '--max-count', '5')
+
+        self.assertEqual(0, code)
+        self.assertEqual(['healed', 'healed'], [r[2] for r in rows])
+
+    def test_dry_run_shows_what_this_run_would_leave(self):
+        compute = FakeCompute({'a': 'ACTIVE', 'b': 'ACTIVE', 'c': 'ACTIVE'})
+
+        code, rows = self.heal(compute, '--max-count', '2', '--dry-run')
+
+        self.assertEqual(1, code)
+        self.assertEqual(
+            ['dry run: would live-migrate (room on no-ht)'] * 2 + [self.LEFT],
+            [r[2] for r in rows])
+        self.assertEqual([], compute.actions)
+
+    def test_rows_not_planned_do_not_count(self):
+        moves = [heal.Move('locked', 'ht', 'ACTIVE', '',
+                           result='skipped: locked'),
+                 heal.Move('legacy', 'ht', 'ACTIVE', '', result=heal.LEGACY,
+                           wanted=False)]
+        moves += planned_moves(FakeCompute({'a': 'ACTIVE', 'b': 'ACTIVE',
+                                            'c': 'ACTIVE'}))
+
+        heal.limit(moves, 2)
+
+        self.assertEqual(['skipped: locked', heal.LEGACY, 'planned',
+                          'planned', self.LEFT], [m.result for m in moves])
+
+    def test_without_a_count_every_move_stays_planned(self):
+        moves = planned_moves(FakeCompute({'a': 'ACTIVE', 'b': 'ACTIVE'}))
+        self.assertIsNone(self.parse().max_count)
+        self.assertEqual(['planned', 'planned'],
+                         [m.result for m in heal.limit(moves, None)])
+
+    @ddt.data('0', '-1', 'two', '1.5', '')
+    def test_not_a_positive_whole_number(self, text):
+        self.assertRaises(SystemExit, self.parse, '--max-count', text)
+        self.assertIn("argument --max-count: %r: give a whole number of 1 "
+                      "or more" % text, self.stderr.getvalue())
+
+
 class HelpTest(base.TestCase):
 
     def test_include_legacy_says_what_it_moves(self):
@@ -336,6 +435,18 @@ class HelpTest(base.TestCase):
         self.assertIn('--include-legacy Also move isolate servers of '
                       'hyperthreaded hosts without PCPU inventory '
                       '(vcpu_pin_set)', text)
+
+    def test_heal_names_the_bug(self):
+        parser = argparse.ArgumentParser(prog='manage')
+        manage._add_commands(parser.add_subparsers())
+        out = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out.stream))
+
+        self.assertRaises(SystemExit, parser.parse_args, ['--help'])
+
+        text = ' '.join(out.getDetails()['stdout'].as_text().split())
+        self.assertIn('heal Move servers that Nova bug 1889633 put on '
+                      'hyperthreaded hosts.', text)
 
 
 @ddt.ddt

@@ -12,17 +12,21 @@
 
 import datetime
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 
 import fixtures
 from nova import objects
+from oslo_db import exception as db_exception
 from oslo_utils.fixture import uuidsentinel as uuids
+import sqlalchemy as sa
 
-from nova_pcpu_ext import audit
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import nova_db
+from nova_pcpu_ext import server_fields
 from nova_pcpu_ext.tests.unit import base
 
 objects.register_all()
@@ -42,9 +46,9 @@ def instance(uuid, **fields):
     return objects.Instance(**values)
 
 
-def cell(name):
+def cell(name, url='sqlite://'):
     return objects.CellMapping(uuid=getattr(uuids, name), name=name,
-                               database_connection='sqlite://',
+                               database_connection=url,
                                transport_url='none:///')
 
 
@@ -67,7 +71,7 @@ class AsShownTest(base.TestCase):
             system_metadata={'image_hw_cpu_thread_policy': 'isolate',
                              'owner_user_name': 'alice'}))
         self.assertEqual({
-            'id': A, 'name': A, 'status': 'ACTIVE',
+            'id': A, 'name': A, 'status': 'MIGRATING',
             'OS-EXT-STS:task_state': 'migrating',
             'OS-EXT-SRV-ATTR:host': 'host1',
             'OS-EXT-SRV-ATTR:hypervisor_hostname': 'node1', 'locked': False,
@@ -91,6 +95,7 @@ class ServersTest(base.TestCase):
     def setUp(self):
         super().setUp()
         self.flags(group='api_database', connection='sqlite://')
+        self.flags(group='database', connection='sqlite://')
         self.cells = {'cell1': cell('cell1'), 'cell2': cell('cell2')}
         self.mappings = self.patch('InstanceMappingList.get_by_instance_uuids')
         self.instances = self.patch('InstanceList.get_by_filters')
@@ -137,7 +142,8 @@ class ServersTest(base.TestCase):
 
         def read(context, filters, **kwargs):
             if filters['uuid'] == [B]:
-                raise RuntimeError('connection refused')
+                raise db_exception.DBConnectionError(
+                    'connection refused\n[SQL: SELECT 1]')
             return [instance(A)]
         self.instances.side_effect = read
 
@@ -145,15 +151,55 @@ class ServersTest(base.TestCase):
 
         self.assertEqual('ACTIVE', found[A]['status'])
         self.assertEqual({'id': B, 'status': 'UNKNOWN'}, found[B])
-        self.assertEqual({'cell2': 'connection refused'},
-                         self.database.down_cells)
+        self.assertEqual(['cell2'], list(self.database.down_cells))
+        self.assertRegex(
+            self.database.down_cells['cell2'],
+            r'^connection refused \(after \d+\.\d s; \[pcpu_ext\] '
+            r'database_timeout = 30 s bounds each connection and '
+            r'statement\)$')
+
+    def test_a_cell_whose_objects_fail_is_named_not_down(self):
+        self.map({A: 'cell1'})
+        self.instances.side_effect = ValueError('bad JSON')
+
+        error = self.assertRaises(exception.NovaDataError,
+                                  self.database.servers, {A})
+
+        self.assertTrue(str(error).startswith(
+            "Cell cell1: its database answered, but Nova's objects could "
+            "not read its servers: ValueError: bad JSON (at "), error)
+        self.assertEqual({}, self.database.down_cells)
+
+    def test_one_engine_a_cell_released_after_each_reading(self):
+        made = self.useFixture(fixtures.MockPatch(
+            'nova.db.main.api.create_context_manager')).mock
+        self.map({A: 'cell1', B: 'cell2'})
+        self.instances.return_value = []
+
+        self.database.servers({A, B})
+        self.database.servers({A})
+
+        self.assertEqual(2, made.call_count)
+        # Every cell's engine after each reading.
+        self.assertEqual(4, made.return_value.dispose_pool.call_count)
 
     def test_an_api_database_that_cannot_be_read(self):
-        self.mappings.side_effect = RuntimeError('access denied')
+        self.mappings.side_effect = sa.exc.OperationalError(
+            'SELECT', {}, 'access denied')
         error = self.assertRaises(exception.DatabaseError,
                                   self.database.servers, {A})
-        self.assertEqual("Nova's API database ([api_database] connection) "
-                         "cannot be read: access denied", str(error))
+        self.assertTrue(str(error).startswith(
+            "Nova's API database ([api_database] connection) cannot be "
+            "read: (builtins.str) access denied (after "), error)
+        self.assertIn('[pcpu_ext] database_timeout = 30 s', str(error))
+
+    def test_mappings_nova_s_objects_cannot_read(self):
+        self.mappings.side_effect = KeyError('cell_mapping')
+        error = self.assertRaises(exception.NovaDataError,
+                                  self.database.servers, {A})
+        self.assertTrue(str(error).startswith(
+            "Nova's API database answered, but Nova's objects could not "
+            "read its mappings: KeyError: 'cell_mapping' (at "), error)
 
     def test_candidates_of_every_cell_but_cell0(self):
         cell0 = objects.CellMapping(
@@ -170,7 +216,8 @@ class ServersTest(base.TestCase):
         found = self.database.candidates()
 
         self.assertEqual({A: set(), B: {'compute1', 'compute2'}}, {
-            uuid: server[audit.MOVE_NODES] for uuid, server in found.items()})
+            uuid: server[server_fields.MOVE_NODES]
+            for uuid, server in found.items()})
         self.assertEqual(2, asked.call_count)
 
     def test_candidates_read_ahead_once(self):
@@ -193,7 +240,172 @@ class ServersTest(base.TestCase):
             self.cells['cell1']]
         self.useFixture(fixtures.MockPatch(
             'nova_pcpu_ext.nova_db._candidates',
-            side_effect=RuntimeError('refused')))
+            side_effect=db_exception.DBConnectionError('refused')))
 
         self.assertIsNone(self.database.candidates())
-        self.assertEqual({'cell1': 'refused'}, self.database.down_cells)
+        self.assertEqual(['cell1'], list(self.database.down_cells))
+        self.assertTrue(self.database.down_cells['cell1'].startswith(
+            'refused (after '))
+
+
+READ_WRITE = 'mysql+pymysql://nova:rw-secret@db1:3306/nova_cell1?charset=utf8'
+BOUNDS = 'connect_timeout=30&read_timeout=30&write_timeout=30'
+
+
+class ConnectionTest(base.TestCase):
+    """Which account each database is opened with, and its bounds."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='api_database', connection='sqlite:///api.db')
+        self.useFixture(fixtures.MockPatch('nova.db.api.api.configure'))
+        self.made = self.useFixture(fixtures.MockPatch(
+            'nova.db.main.api.create_context_manager')).mock
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceList.get_by_filters', return_value=[]))
+        self.templated = self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._templated_cells',
+            return_value=set())).mock
+
+    def opened(self, *cells):
+        """The URL each of ``cells`` is opened with."""
+        mappings = {c.uuid: c for c in cells}
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceMappingList.get_by_instance_uuids',
+            side_effect=lambda context, batch: [
+                objects.InstanceMapping(instance_uuid=uuid,
+                                        cell_mapping=mappings[uuid])
+                for uuid in batch]))
+        database = nova_db.NovaDatabase(self.conf.conf)
+        database.servers(set(mappings))
+        self.assertEqual({}, database.down_cells)
+        return [c.args[0] for c in self.made.call_args_list]
+
+    def test_the_cell_mapping_s_url_by_default(self):
+        self.flags(group='database', connection=READ_WRITE)
+        self.assertEqual([READ_WRITE + '&' + BOUNDS],
+                         self.opened(cell('cell1', READ_WRITE)))
+
+    def test_the_operator_s_template_filled_per_cell(self):
+        self.flags(cell_database_connection=(
+            'mysql+pymysql://reader:ro-secret@{hostname}:{port}/{path}'))
+        self.flags(group='database', connection=READ_WRITE)
+        other = 'mysql+pymysql://nova:rw-secret@db2:3307/nova_cell2'
+        self.assertEqual(sorted([
+            'mysql+pymysql://reader:ro-secret@db1:3306/nova_cell1?' + BOUNDS,
+            'mysql+pymysql://reader:ro-secret@db2:3307/nova_cell2?' + BOUNDS]),
+            sorted(self.opened(cell('cell1', READ_WRITE),
+                               cell('cell2', other))))
+
+    def test_a_template_field_it_does_not_know(self):
+        self.flags(cell_database_connection='sqlite:///{cell_name}.db')
+        self.flags(group='database', connection=READ_WRITE)
+        error = self.assertRaises(exception.InvalidConfig, self.opened,
+                                  cell('cell1', READ_WRITE))
+        self.assertEqual(
+            "[pcpu_ext] cell_database_connection cannot be filled: "
+            "KeyError: 'cell_name'; its fields are {scheme}, {username}, "
+            "{password}, {hostname}, {port}, {path}, {query}, {fragment}.",
+            str(error))
+        self.assertNotIn('secret', str(error))
+
+    def test_the_replica_of_the_cell_database_connection_names(self):
+        replica = 'mysql+pymysql://nova:rw-secret@replica/nova_cell1'
+        other = 'mysql+pymysql://nova:rw-secret@db2/nova_cell2'
+        self.flags(group='database', connection=READ_WRITE,
+                   slave_connection=replica)
+        self.assertEqual(sorted([replica + '?' + BOUNDS,
+                                 other + '?' + BOUNDS]),
+                         sorted(self.opened(cell('cell1', READ_WRITE),
+                                            cell('cell2', other))))
+        # Nova's own engines of each cell would open it too.
+        self.assertIsNone(self.conf.conf.database.slave_connection)
+
+    def test_the_api_database_s_replica(self):
+        self.flags(group='api_database',
+                   slave_connection='sqlite:///api-replica.db')
+        database = nova_db.NovaDatabase(self.conf.conf)
+        self.assertEqual('sqlite:///api-replica.db?timeout=30',
+                         self.conf.conf.api_database.connection)
+        self.assertIsNone(self.conf.conf.api_database.slave_connection)
+        self.assertEqual('[api_database] slave_connection',
+                         database.api_option)
+
+    def test_a_template_without_database_connection(self):
+        self.templated.return_value = {uuids.cell1}
+        error = self.assertRaises(exception.InvalidConfig, self.opened,
+                                  cell('cell1', READ_WRITE))
+        self.assertEqual(
+            'The database_connection of the mapping of cell cell1 is a '
+            'template, filled from [database] connection, which nova.conf '
+            'does not set: set [database] connection to an account that '
+            'may read the cell databases.', str(error))
+        self.made.assert_not_called()
+
+    def test_a_template_with_database_connection(self):
+        self.templated.return_value = {uuids.cell1}
+        self.flags(group='database', connection=READ_WRITE)
+        self.assertEqual([READ_WRITE + '&' + BOUNDS],
+                         self.opened(cell('cell1', READ_WRITE)))
+        self.templated.assert_not_called()
+
+
+class BoundsTest(base.TestCase):
+
+    def test_each_driver_s_timeouts(self):
+        for url, bounded in [
+                ('mysql+pymysql://u:p@h/n',
+                 'mysql+pymysql://u:p@h/n?connect_timeout=5&read_timeout=5'
+                 '&write_timeout=5'),
+                ('postgresql://u:p@h/n',
+                 'postgresql://u:p@h/n?connect_timeout=5'
+                 '&options=-c+statement_timeout%3D5000'),
+                ('sqlite:///n.db', 'sqlite:///n.db?timeout=5')]:
+            self.assertEqual(bounded, nova_db._bounded(url, 5))
+
+    def test_what_the_url_says_is_kept(self):
+        self.assertEqual(
+            'mysql://u:p@h/n?connect_timeout=5&read_timeout=600'
+            '&write_timeout=5',
+            nova_db._bounded('mysql://u:p@h/n?read_timeout=600', 5))
+        self.assertEqual('sqlite:///n.db?timeout=9',
+                         nova_db._bounded('sqlite:///n.db?timeout=9', 5))
+
+    def test_a_url_that_does_not_parse_is_left_alone(self):
+        self.assertEqual('not a url', nova_db._bounded('not a url', 5))
+
+
+class HangingDatabaseTest(base.TestCase):
+    """A cell database held by another's lock ends at the bound."""
+
+    def test_a_locked_sqlite_database(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'cell1.db')
+        holder = sqlite3.connect(path, isolation_level=None)
+        self.addCleanup(holder.close)
+        holder.execute('CREATE TABLE held (id INTEGER)')
+        holder.execute('BEGIN EXCLUSIVE')
+        self.addCleanup(holder.execute, 'ROLLBACK')
+        self.flags(group='api_database', connection='sqlite://')
+        self.flags(group='database', connection='sqlite://')
+        self.flags(database_timeout=1)
+        self.useFixture(fixtures.MockPatch('nova.db.api.api.configure'))
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceMappingList.get_by_instance_uuids',
+            return_value=[objects.InstanceMapping(
+                instance_uuid=A,
+                cell_mapping=cell('cell1', 'sqlite:///' + path))]))
+        database = nova_db.NovaDatabase(self.conf.conf)
+
+        started = time.monotonic()
+        found = database.servers({A})
+        waited = time.monotonic() - started
+
+        self.assertEqual({A: {'id': A, 'status': 'UNKNOWN'}}, found)
+        why = database.down_cells['cell1']
+        self.assertTrue(why.startswith('(sqlite3.OperationalError) '
+                                       'database is locked (after '), why)
+        self.assertIn('[pcpu_ext] database_timeout = 1 s', why)
+        # A second each for the statements that met the lock (one or two
+        # by oslo.db's release); SQLite's own default is 5 s.
+        self.assertLess(waited, 4)

@@ -21,6 +21,7 @@ from unittest import mock
 import weakref
 
 import fixtures
+from nova import exception as nova_exception
 from nova.scheduler.client import report
 
 from nova_pcpu_ext import activation
@@ -426,6 +427,23 @@ class SerializedClientTest(base.TestCase):
         self.assertRaises(ValueError, self._status_update_of, 'c')
 
         self.assertFalse(self.client._provider_tree.exists('c'))
+
+    def test_failed_read_of_the_tree_fails_as_nova_reading_traits(self):
+        # Nova logs a failed read of the traits at WARNING, anything else
+        # it does not expect with a traceback.
+        self._placement_holds('c')
+        for failure in (
+                nova_exception.ResourceProviderRetrievalFailed(uuid='c'),
+                nova_exception.ResourceProviderAggregateRetrievalFailed(
+                    uuid='c')):
+            self.client.get_providers_in_tree.side_effect = failure
+
+            error = self.assertRaises(
+                nova_exception.ResourceProviderTraitRetrievalFailed,
+                self._status_update_of, 'c')
+
+            self.assertIs(failure, error.__cause__)
+            self.assertFalse(self.client._provider_tree.exists('c'))
 
     def test_status_update_gives_up_after_timeout(self):
         self.flags(provider_lock_timeout=0.3)

@@ -15,8 +15,9 @@
 import ddt
 from oslo_upgradecheck import upgradecheck
 
-from nova_pcpu_ext import audit
+from nova_pcpu_ext import cloud_hosts
 from nova_pcpu_ext.cmd import status
+from nova_pcpu_ext import isolate_scan
 from nova_pcpu_ext.tests.unit import base
 
 SUCCESS = upgradecheck.Code.SUCCESS
@@ -28,15 +29,15 @@ def provider(name):
 
 
 def nodes(legacy=(), new_style=(), hyperthreaded=()):
-    """:class:`audit.ComputeNodes` of providers named as given."""
-    return audit.ComputeNodes(
+    """:class:`cloud_hosts.ComputeNodes` of providers named as given."""
+    return cloud_hosts.ComputeNodes(
         [provider(name) for name in legacy],
         [provider(name) for name in new_style],
         frozenset(name + '-uuid' for name in hyperthreaded))
 
 
 def found(name, host, hyperthreaded=True, legacy=True, unsure=''):
-    return audit.IsolateServer(
+    return isolate_scan.IsolateServer(
         {'id': name, 'OS-EXT-SRV-ATTR:host': host}, provider(host),
         'flavor hw:cpu_thread_policy=isolate', {}, legacy=legacy,
         dedicated=True, unsure=unsure, hyperthreaded=hyperthreaded)
@@ -61,9 +62,41 @@ class FallbackModeTest(base.TestCase):
 
     @ddt.unpack
     @ddt.data(('drop', True), (status.WORKAROUND, True), (None, True),
-              (status.STOCK, True), ('legacy_only', False))
+              (status.STOCK, False), ('legacy_only', False))
     def test_legacy_hosts_without_ht_scanned(self, mode, scanned):
         self.assertEqual(scanned, status.scans_legacy_hosts(mode))
+
+    def test_without_the_request_filter_judged_as_stock_nova(self):
+        """Not as drop: stock Nova's fallback offers every legacy host."""
+        for activated in (True, False):
+            self.assertEqual(
+                'The isolate_vcpu_fallback request filter is off in this '
+                'nova.conf (not in [pcpu_ext] request_filters): judged as '
+                'stock Nova schedules, its VCPU fallback query offering '
+                'pinned requests, isolate ones included, every legacy host '
+                '(no PCPU inventory). Run the check with the nova.conf that '
+                'switches the filter on to see what its mode costs.',
+                status.assumption(status.STOCK, activated))
+
+    @ddt.data('drop', 'legacy_only')
+    def test_request_filter_not_activated_here(self, mode):
+        self.assertIsNone(status.assumption(mode, activated=True))
+        self.assertEqual(
+            'Judged as if the schedulers ran the isolate_vcpu_fallback '
+            'request filter in %s mode, as this nova.conf configures it; no '
+            'scheduler activates it on this host (see the Configuration '
+            'check), and a scheduler that does not makes the VCPU fallback '
+            'query as stock Nova.' % mode,
+            status.assumption(mode, activated=False))
+
+    @ddt.data(status.WORKAROUND, None)
+    def test_nothing_assumed(self, mode):
+        """Nova's workaround acts without the extension; a bad mode fails.
+
+        The configuration check names the bad mode.
+        """
+        for activated in (True, False):
+            self.assertIsNone(status.assumption(mode, activated))
 
     @ddt.unpack
     @ddt.data(('drop', ['l1', 'l2']), (status.WORKAROUND, ['l1', 'l2']),
@@ -164,7 +197,7 @@ class JudgeLegacyHostsTest(base.TestCase):
 
 class BlindSpotsTest(base.TestCase):
 
-    SCAN = audit.IsolateScan(
+    SCAN = isolate_scan.IsolateScan(
         [found('a', 'ht', unsure='image x changed'),
          found('b', 'noht', hyperthreaded=False, unsure='image y changed')],
         {'ht': ['c'], 'noht': ['d', 'e']}, frozenset(['noht']))

@@ -10,296 +10,16 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-import copy
 import dataclasses
-import math
 from unittest import mock
 
 import ddt
 
-from nova_pcpu_ext import audit
 from nova_pcpu_ext import exception
+from nova_pcpu_ext import isolate_scan
+from nova_pcpu_ext import server_fields
 from nova_pcpu_ext.tests.unit import base
-
-
-class FakePlacement(object):
-    """Placement's state for one provider; conflicts on the first writes."""
-
-    def __init__(self, inventories, conflicts=0):
-        self.generation = 1
-        self.stored = inventories
-        self.conflicts = conflicts
-        self.writes = []
-
-    def providers(self, **query):
-        return [{'uuid': 'rp-uuid', 'name': 'compute1'}]
-
-    def inventories(self, uuid):
-        return self.generation, copy.deepcopy(self.stored)
-
-    def replace_inventories(self, uuid, generation, inventories):
-        self.writes.append(inventories)
-        if self.conflicts:
-            # Another writer got there first and repaired VCPU.
-            self.conflicts -= 1
-            self.generation += 1
-            self.stored['VCPU']['allocation_ratio'] = 8.0
-            return False
-        self.generation, self.stored = generation + 1, inventories
-        return True
-
-
-@ddt.ddt
-class BadRatioTest(base.TestCase):
-
-    @ddt.unpack
-    @ddt.data(
-        ('VCPU', 0.0, audit.FAILURE),
-        ('MEMORY_MB', -1.0, audit.FAILURE),
-        ('DISK_GB', math.nan, audit.FAILURE),
-        ('VCPU', math.inf, audit.FAILURE),
-        ('PCPU', 2.0, audit.WARNING),
-        ('PCPU', 0.0, audit.WARNING),
-    )
-    def test_bad(self, rc, ratio, severity):
-        self.assertEqual([(rc, ratio, severity)], list(audit._bad_ratios(
-            {rc: {'total': 4, 'allocation_ratio': ratio}})))
-
-    @ddt.data(('VCPU', 16.0), ('MEMORY_MB', 0.5), ('PCPU', 1.0),
-              ('CUSTOM_FPGA', 0.0))
-    @ddt.unpack
-    def test_good(self, rc, ratio):
-        self.assertEqual([], list(audit._bad_ratios(
-            {rc: {'total': 4, 'allocation_ratio': ratio}})))
-
-
-class FixRatiosTest(base.TestCase):
-
-    def test_rule_of_this_config(self):
-        self.flags(group=None, cpu_allocation_ratio=0.0,
-                   initial_cpu_allocation_ratio=8.0, ram_allocation_ratio=1.5)
-        self.assertEqual({'VCPU': 8.0, 'MEMORY_MB': 1.5, 'DISK_GB': 1.0,
-                          'PCPU': 1.0}, audit.fix_ratios(self.conf.conf))
-
-    def test_overrides_win(self):
-        self.flags(group=None, cpu_allocation_ratio=16.0)
-        self.assertEqual(2.0, audit.fix_ratios(
-            self.conf.conf, {'VCPU': 2.0})['VCPU'])
-
-    def test_invalid_config_is_an_error(self):
-        self.flags(group=None, disk_allocation_ratio=math.inf)
-        self.assertRaises(exception.InvalidConfig, audit.fix_ratios,
-                          self.conf.conf)
-
-
-class AuditInventoriesTest(base.TestCase):
-
-    RATIOS = {'VCPU': 4.0, 'MEMORY_MB': 1.0, 'DISK_GB': 1.0, 'PCPU': 1.0}
-
-    def inventories(self):
-        return {'VCPU': {'total': 8, 'reserved': 1, 'allocation_ratio': 0.0},
-                'PCPU': {'total': 4, 'allocation_ratio': 2.0},
-                'DISK_GB': {'total': 100, 'allocation_ratio': 1.0}}
-
-    def test_report_only_writes_nothing(self):
-        placement = FakePlacement(self.inventories())
-        findings = audit.audit_inventories(placement, self.RATIOS)
-        self.assertEqual([('PCPU', False), ('VCPU', False)],
-                         [(f.problem.split()[0], f.fixed) for f in findings])
-        self.assertEqual([], placement.writes)
-
-    def test_fix_writes_the_whole_inventory_once(self):
-        placement = FakePlacement(self.inventories())
-        findings = audit.audit_inventories(placement, self.RATIOS, fix=True)
-        self.assertEqual([True, True], [f.fixed for f in findings])
-        expected = self.inventories()
-        expected['VCPU']['allocation_ratio'] = 4.0
-        expected['PCPU']['allocation_ratio'] = 1.0
-        self.assertEqual([expected], placement.writes)
-
-    def test_conflicts_are_retried_with_a_new_decision(self):
-        placement = FakePlacement(self.inventories(), conflicts=2)
-        findings = audit.audit_inventories(placement, self.RATIOS, fix=True)
-        self.assertEqual(3, len(placement.writes))
-        # The other writer's VCPU ratio is kept; only PCPU was still bad.
-        self.assertEqual(8.0, placement.stored['VCPU']['allocation_ratio'])
-        self.assertEqual(1.0, placement.stored['PCPU']['allocation_ratio'])
-        self.assertEqual([
-            ('PCPU allocation_ratio 2.0 is not 1.0',
-             'set allocation_ratio to 1.0', True),
-            ('VCPU allocation_ratio 0.0 is not a positive number',
-             'fixed by nova-compute: allocation_ratio is 8.0', True)],
-            [(f.problem, f.action, f.fixed) for f in findings])
-
-    def test_a_lost_answer_to_a_write_that_landed(self):
-        """The write landed, its answer was lost, the retry met a 409."""
-        placement = FakePlacement(self.inventories())
-        replace = placement.replace_inventories
-
-        def landed_then_conflict(uuid, generation, inventories):
-            replace(uuid, generation, inventories)
-            return False
-
-        placement.replace_inventories = landed_then_conflict
-        findings = audit.audit_inventories(placement, self.RATIOS, fix=True)
-        self.assertEqual(1, len(placement.writes))
-        self.assertEqual(
-            [('PCPU', 'set allocation_ratio to 1.0', True),
-             ('VCPU', 'set allocation_ratio to 4.0', True)],
-            [(f.problem.split()[0], f.action, f.fixed) for f in findings])
-
-    def test_endless_conflicts_stop_with_nothing_written(self):
-        placement = FakePlacement(self.inventories(), conflicts=99)
-        error = self.assertRaises(
-            exception.ServiceError, audit.audit_inventories, placement,
-            self.RATIOS, fix=True)
-        self.assertIn('compute1 (rp-uuid) changed during each of 5 attempts',
-                      str(error))
-        self.assertEqual(2.0, placement.stored['PCPU']['allocation_ratio'])
-
-    def test_error_after_fixes_says_how_many(self):
-        placement = FakePlacement(self.inventories())
-        placement.providers = lambda **query: [
-            {'uuid': 'rp-uuid', 'name': 'compute1'},
-            {'uuid': 'other', 'name': 'compute2'}]
-        inventories = placement.inventories
-        reads = []
-
-        def fail_for_other(uuid):
-            # Read to find what to fix, then to fix it: it fails then.
-            reads.append(uuid)
-            if reads.count('other') == 2:
-                raise exception.ServiceError('placement: GET ...: 503.')
-            return inventories(uuid)
-
-        placement.inventories = fail_for_other
-        error = self.assertRaises(
-            exception.ServiceError, audit.audit_inventories, placement,
-            self.RATIOS, fix=True)
-        self.assertEqual('placement: GET ...: 503. 2 allocation ratios were '
-                         'fixed before; run the audit again for the rest.',
-                         str(error))
-
-    def deleted(self, placement, method):
-        """``placement`` with provider ``gone`` first; ``method`` 404s it."""
-        placement.providers = lambda **query: [
-            {'uuid': 'gone', 'name': 'ironic1'},
-            {'uuid': 'rp-uuid', 'name': 'compute1'}]
-        stock = getattr(placement, method)
-
-        def gone_or_stock(uuid, *args):
-            if uuid == 'gone':
-                raise exception.ProviderGone(uuid)
-            return stock(uuid, *args)
-
-        setattr(placement, method, gone_or_stock)
-        return placement
-
-    def assertGoneAndFixed(self, findings):
-        self.assertEqual([
-            ('gone', 'note', 'ironic1', 'deleted during the run',
-             'none: skipped', False),
-            ('inventory', 'warning', 'compute1', 'PCPU allocation_ratio 2.0 '
-             'is not 1.0', 'set allocation_ratio to 1.0', True),
-            ('inventory', 'failure', 'compute1', 'VCPU allocation_ratio 0.0 '
-             'is not a positive number', 'set allocation_ratio to 4.0',
-             True)],
-            [(f.check, f.severity, f.provider_name, f.problem, f.action,
-              f.fixed) for f in findings])
-
-    def test_a_provider_deleted_before_it_is_read_is_noted(self):
-        placement = self.deleted(FakePlacement(self.inventories()),
-                                 'inventories')
-
-        self.assertGoneAndFixed(audit.audit_inventories(
-            placement, self.RATIOS, fix=True))
-        self.assertEqual(1, len(placement.writes))
-
-    def test_a_provider_deleted_before_it_is_written_is_noted(self):
-        placement = self.deleted(FakePlacement(self.inventories()),
-                                 'replace_inventories')
-
-        self.assertGoneAndFixed(audit.audit_inventories(
-            placement, self.RATIOS, fix=True))
-
-
-class RatioChangesTest(base.TestCase):
-
-    HELD = {'VCPU': {'total': 8, 'allocation_ratio': 16.0},
-            'MEMORY_MB': {'total': 8, 'allocation_ratio': 1.5},
-            'DISK_GB': {'total': 8, 'allocation_ratio': 0.0}}
-
-    def test_a_configured_ratio_overrides_the_held_one(self):
-        self.flags(group=None, cpu_allocation_ratio=8.0)
-        placement = FakePlacement(self.HELD)
-
-        findings = audit.ratio_changes(placement, self.conf.conf)
-
-        self.assertEqual(
-            [('VCPU allocation_ratio 16.0 becomes 8.0', '[DEFAULT] '
-              'cpu_allocation_ratio = 8.0 overrides the ratio placement '
-              'holds, as in Nova; unset it on that compute to keep 16.0')],
-            [(f.problem, f.action) for f in findings])
-
-    def test_held_ratios_are_kept_whatever_the_initial_ones(self):
-        # Ratios born under the defaults before 2023.1, or set through
-        # placement; the unusable DISK_GB ratio is the audit's finding.
-        self.flags(group=None, initial_cpu_allocation_ratio=2.0,
-                   initial_ram_allocation_ratio=1.0, ram_allocation_ratio=0.0)
-
-        self.assertEqual([], audit.ratio_changes(FakePlacement(self.HELD),
-                                                 self.conf.conf))
-
-    def test_only_compute_node_providers(self):
-        self.flags(group=None, cpu_allocation_ratio=8.0)
-        placement = FakePlacement(self.HELD)
-        placement.providers = lambda **query: [
-            {'uuid': 'child', 'name': 'compute1_gpu',
-             'root_provider_uuid': 'rp-uuid'}]
-
-        self.assertEqual([], audit.ratio_changes(placement, self.conf.conf))
-
-    def test_compute_nodes_by_their_trait_in_one_request(self):
-        """A sharing provider or another service's root is not judged."""
-        self.flags(group=None, cpu_allocation_ratio=8.0)
-        placement = FakePlacement(self.HELD)
-        asked = []
-        node = {'uuid': 'rp-uuid', 'name': 'compute1'}
-        others = [{'uuid': 'nfs', 'name': 'nfs'},
-                  {'uuid': 'neutron', 'name': 'agent1'}]
-
-        def providers(**query):
-            asked.append(query)
-            return [node] if query else [node] + others
-
-        placement.providers = providers
-
-        findings = audit.ratio_changes(placement, self.conf.conf)
-
-        self.assertEqual(['compute1'], [f.provider_name for f in findings])
-        self.assertEqual([{'required': 'COMPUTE_NODE'}], asked)
-
-    def test_a_deleted_compute_node_is_noted(self):
-        self.flags(group=None, cpu_allocation_ratio=8.0)
-        placement = FakePlacement(self.HELD)
-        placement.providers = lambda **query: [
-            {'uuid': 'gone', 'name': 'compute0'},
-            {'uuid': 'rp-uuid', 'name': 'compute1'}]
-        inventories = placement.inventories
-
-        def gone_or_read(uuid):
-            if uuid == 'gone':
-                raise exception.ProviderGone(uuid)
-            return inventories(uuid)
-
-        placement.inventories = gone_or_read
-
-        findings = audit.ratio_changes(placement, self.conf.conf)
-
-        self.assertEqual([('gone', 'note', 'compute0'),
-                          ('ratio', 'warning', 'compute1')],
-                         [(f.check, f.severity, f.provider_name)
-                          for f in findings])
+from nova_pcpu_ext.tests.unit import fakes
 
 
 class FakeCompute(object):
@@ -367,7 +87,7 @@ def fake_placement(providers, elsewhere=None, trees=None, sharing=()):
         if in_tree:
             return [{'uuid': member, 'name': member}
                     for member in trees.get(in_tree, [in_tree])]
-        if required == audit.SHARING:
+        if required == isolate_scan.SHARING:
             return [{'uuid': member, 'name': member} for member in sharing]
         listed = [{'uuid': provider, 'name': provider}
                   for provider in providers if name in (None, provider)]
@@ -378,7 +98,7 @@ def fake_placement(providers, elsewhere=None, trees=None, sharing=()):
                        for member in members if member != root]
         return listed
 
-    placement = FakePlacement({})
+    placement = fakes.FakePlacement({})
     placement.providers = listing
     placement.inventories = lambda uuid: (1, providers[uuid][0])
     placement.allocations = mock.Mock(
@@ -428,7 +148,7 @@ class IsolateReasonTest(base.TestCase):
           'hw:cpu_thread_policy': 'require'}, '', ('', '')),
     )
     def test_reason(self, extra_specs, image_id, expected):
-        self.assertEqual(expected, audit.isolate_reason(
+        self.assertEqual(expected, isolate_scan.isolate_reason(
             server('a', image=image_id, **extra_specs),
             FakeCompute([], self.IMAGES)))
 
@@ -444,7 +164,8 @@ class IsolateReasonTest(base.TestCase):
         compute = FakeCompute([], self.IMAGES)
         compute.image = None  # not to be asked
 
-        self.assertEqual((reason, ''), audit.isolate_reason(pinned, compute))
+        self.assertEqual((reason, ''), isolate_scan.isolate_reason(pinned,
+                                                                   compute))
 
 
 @ddt.ddt
@@ -461,7 +182,7 @@ class IsolateServersTest(base.TestCase):
             server('shared', **{'trait:HW_CPU_HYPERTHREADING': 'forbidden'}),
             server('plain')])
 
-        scan = audit.isolate_servers(placement, compute)
+        scan = isolate_scan.isolate_servers(placement, compute)
 
         self.assertEqual(
             [('flavor', 'flavor hw:cpu_thread_policy=isolate', {'VCPU': 2},
@@ -488,7 +209,8 @@ class IsolateServersTest(base.TestCase):
         database.candidates.return_value = {
             candidate['id']: candidate for candidate in candidates}
         compute = FakeCompute([])
-        scan = audit.isolate_servers(placement, compute, database=database)
+        scan = isolate_scan.isolate_servers(placement, compute,
+                                            database=database)
         self.assertEqual(([], []), (compute.listings, compute.looked_up))
         database.servers.assert_not_called()
         return scan
@@ -515,7 +237,7 @@ class IsolateServersTest(base.TestCase):
 
         scan = self.candidates_scan(placement, dict(
             server('a', node='compute2', **ISOLATE),
-            **{audit.MOVE_NODES: {'compute1', 'compute2'}}))
+            **{server_fields.MOVE_NODES: {'compute1', 'compute2'}}))
 
         self.assertEqual([('a', {'compute2': {'VCPU': 1}})],
                          [(f.server['id'], f.allocations) for f in scan.found])
@@ -553,8 +275,8 @@ class IsolateServersTest(base.TestCase):
         database.servers.return_value = {
             'a': server('a', **ISOLATE), 'b': {'id': 'b', 'status': 'UNKNOWN'}}
 
-        scan = audit.isolate_servers(placement, FakeCompute([]),
-                                     database=database)
+        scan = isolate_scan.isolate_servers(placement, FakeCompute([]),
+                                            database=database)
 
         database.servers.assert_called_once_with({'a', 'b'}, mock.ANY)
         self.assertEqual(['a'], [f.server['id'] for f in scan.found])
@@ -570,9 +292,9 @@ class IsolateServersTest(base.TestCase):
                                server('c', node='compute2', **ISOLATE)])
         progress = []
 
-        scan = audit.isolate_servers(placement, compute,
-                                     progress=lambda *args: progress.append(
-                                         args))
+        scan = isolate_scan.isolate_servers(
+            placement, compute,
+            progress=lambda *args: progress.append(args))
 
         self.assertEqual(['all'], compute.listings)
         self.assertEqual([('a', True), ('c', True)],
@@ -585,7 +307,7 @@ class IsolateServersTest(base.TestCase):
         compute = FakeCompute([server('a', **ISOLATE)])
         self.assertEqual(([], {}, frozenset(), [], [], {}),
                          dataclasses.astuple(
-                             audit.isolate_servers(placement, compute)))
+                             isolate_scan.isolate_servers(placement, compute)))
         self.assertEqual([], compute.listings)
 
     def test_one_host_listed_alone(self):
@@ -597,7 +319,7 @@ class IsolateServersTest(base.TestCase):
                               hosts={'compute1': 'host1',
                                      'compute2': 'host2'})
 
-        scan = audit.isolate_servers(placement, compute, host='host2')
+        scan = isolate_scan.isolate_servers(placement, compute, host='host2')
 
         self.assertEqual(['host2'], compute.listings)
         self.assertEqual(['b'], [f.server['id'] for f in scan.found])
@@ -622,7 +344,7 @@ class IsolateServersTest(base.TestCase):
                                      hw_cpu_thread_policy='isolate')},
             hosts={'legacy': 'legacy', 'new': 'new'})
 
-        scan = audit.isolate_servers(placement, compute)
+        scan = isolate_scan.isolate_servers(placement, compute)
 
         self.assertEqual(
             {'isolate': True, 'image': True, 'forbidden': False,
@@ -639,7 +361,7 @@ class IsolateServersTest(base.TestCase):
         compute = FakeCompute([server('a', **ISOLATE),
                                server('b', **ISOLATE)])
 
-        found = audit.isolate_servers(placement, compute).found
+        found = isolate_scan.isolate_servers(placement, compute).found
 
         self.assertEqual(
             [('a', {'gpu'}, {'VCPU': 1, 'VGPU': 1, 'DISK_GB': 1}),
@@ -658,7 +380,7 @@ class IsolateServersTest(base.TestCase):
             server('c', **ISOLATE)])
         del compute.by_uuid['c']['OS-EXT-SRV-ATTR:hypervisor_hostname']
 
-        scan = audit.isolate_servers(placement, compute)
+        scan = isolate_scan.isolate_servers(placement, compute)
 
         self.assertEqual(['a', 'c'], [f.server['id'] for f in scan.found])
         self.assertEqual({'compute2': ['b']}, scan.unseen)
@@ -674,7 +396,7 @@ class IsolateServersTest(base.TestCase):
             dict(server('migrating', node='compute3', **ISOLATE),
                  **{'OS-EXT-STS:task_state': 'resize_migrating'})])
 
-        scan = audit.isolate_servers(placement, compute)
+        scan = isolate_scan.isolate_servers(placement, compute)
 
         self.assertEqual([], scan.found)
         self.assertEqual(
@@ -693,7 +415,7 @@ class IsolateServersTest(base.TestCase):
                              'nfs': {'DISK_GB': 1}}})
         compute = FakeCompute([server('a', **ISOLATE)])
 
-        found, = audit.isolate_servers(placement, compute).found
+        found, = isolate_scan.isolate_servers(placement, compute).found
 
         self.assertEqual({'compute1': {'VCPU': 1}, 'nfs': {'DISK_GB': 1}},
                          found.allocations)
@@ -722,7 +444,7 @@ class IsolateServersTest(base.TestCase):
             ('a', 'compute1'), ('b', 'compute2'), ('c', 'compute3'))]
 
         scan = self.candidates_scan(placement, *servers) if databases else \
-            audit.isolate_servers(placement, FakeCompute(servers))
+            isolate_scan.isolate_servers(placement, FakeCompute(servers))
 
         self.assertEqual(['a'], [f.server['id'] for f in scan.found])
         self.assertEqual(['compute2', 'compute3'],
@@ -733,7 +455,8 @@ class IsolateServersTest(base.TestCase):
             'compute2': ({'VCPU': {}}, {'c': {'VCPU': 1}})})
         compute = FakeCompute([server('c', node='compute2', **ISOLATE)])
 
-        scan = audit.isolate_servers(placement, compute, host='compute2')
+        scan = isolate_scan.isolate_servers(placement, compute,
+                                            host='compute2')
 
         # Its name is the best guess of its host.
         self.assertEqual(['compute2'], compute.listings)
@@ -747,13 +470,13 @@ class IsolateServersTest(base.TestCase):
 
         for host in ('node2', 'node2.example'):
             compute = FakeCompute([], hosts=hosts)
-            audit.isolate_servers(placement, compute, host=host)
+            isolate_scan.isolate_servers(placement, compute, host=host)
             self.assertEqual(['node2'], compute.listings)
 
     def test_unknown_host(self):
         placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
         error = self.assertRaises(
-            exception.NotFound, audit.isolate_servers, placement,
+            exception.NotFound, isolate_scan.isolate_servers, placement,
             FakeCompute([]), host='compute9')
         self.assertEqual('--host compute9: no compute host or compute node '
                          'has this name.', str(error))
@@ -763,7 +486,7 @@ class IsolateServersTest(base.TestCase):
         placement.providers = lambda **query: (
             [] if 'required' in query else [{'uuid': 'x', 'name': 'other'}])
         compute = FakeCompute([], hosts={'other': 'host2'})
-        scan = audit.isolate_servers(placement, compute, host='host2')
+        scan = isolate_scan.isolate_servers(placement, compute, host='host2')
         self.assertEqual(([], {}), (scan.found, scan.unseen))
 
 
@@ -798,7 +521,7 @@ class LegacyHostsScanTest(base.TestCase):
     def test_only_isolate_servers_of_legacy_hosts_without_ht(self):
         placement = self.placement()
 
-        scan = audit.isolate_servers(
+        scan = isolate_scan.isolate_servers(
             placement, self.compute(),
             legacy_hosts=[{'uuid': 'noht', 'name': 'noht'},
                           {'uuid': 'ht', 'name': 'ht'}])
@@ -810,163 +533,7 @@ class LegacyHostsScanTest(base.TestCase):
         self.assertEqual({'noht'}, scan.without_ht)
 
     def test_not_asked(self):
-        scan = audit.isolate_servers(self.placement(), self.compute())
+        scan = isolate_scan.isolate_servers(self.placement(), self.compute())
 
         self.assertEqual(['on-ht'], [f.server['id'] for f in scan.found])
         self.assertEqual(({}, frozenset()), (scan.unseen, scan.without_ht))
-
-
-class ComputeNodesTest(base.TestCase):
-
-    def test_legacy_and_new_style_by_their_trees(self):
-        placement = FakePlacement({})
-        providers = [
-            {'uuid': 'legacy', 'name': 'legacy'},
-            {'uuid': 'legacy-ht', 'name': 'legacy-ht'},
-            {'uuid': 'new', 'name': 'new'},
-            # PCPU below the root: the tree reports it.
-            {'uuid': 'nested-pcpu', 'name': 'nested-pcpu'},
-            {'uuid': 'child', 'name': 'nested-pcpu_numa0',
-             'root_provider_uuid': 'nested-pcpu'},
-            {'uuid': 'gpu', 'name': 'legacy_gpu',
-             'root_provider_uuid': 'legacy'},
-            # Neither: shared storage, a bare metal node.
-            {'uuid': 'nfs', 'name': 'nfs'},
-            {'uuid': 'ironic', 'name': 'ironic'}]
-        inventories = {
-            'legacy': {'VCPU': {}, 'MEMORY_MB': {}},
-            'legacy-ht': {'VCPU': {}},
-            'new': {'VCPU': {}, 'PCPU': {}},
-            'nested-pcpu': {'VCPU': {}, 'MEMORY_MB': {}},
-            'child': {'PCPU': {}},
-            'gpu': {'VGPU': {}},
-            'nfs': {'DISK_GB': {}},
-            'ironic': {'CUSTOM_BAREMETAL': {}}}
-        placement.providers = lambda **query: (
-            [providers[1], providers[2]] if query else providers)
-        placement.inventories = lambda uuid: (1, inventories[uuid])
-
-        nodes = audit.compute_nodes(placement)
-
-        self.assertEqual(['legacy', 'legacy-ht'],
-                         [p['name'] for p in nodes.legacy])
-        self.assertEqual(['new', 'nested-pcpu'],
-                         [p['name'] for p in nodes.new_style])
-        self.assertEqual({'legacy-ht', 'new'}, nodes.hyperthreaded)
-
-    def test_a_deleted_provider_is_in_neither_list(self):
-        placement = FakePlacement({'VCPU': {}})
-        providers = [{'uuid': 'gone', 'name': 'gone'},
-                     {'uuid': 'legacy', 'name': 'legacy'}]
-        placement.providers = lambda **query: [] if query else providers
-
-        def gone_or_read(uuid):
-            if uuid == 'gone':
-                raise exception.ProviderGone(uuid)
-            return 1, {'VCPU': {}}
-
-        placement.inventories = gone_or_read
-
-        nodes = audit.compute_nodes(placement)
-
-        self.assertEqual((['legacy'], []), (
-            [p['name'] for p in nodes.legacy],
-            [p['name'] for p in nodes.new_style]))
-
-
-class LackingTraitTest(base.TestCase):
-
-    TARGETS = [{'uuid': 'a', 'name': 'a'}, {'uuid': 'b', 'name': 'b'}]
-
-    def placement(self, known):
-        placement = FakePlacement({})
-        placement.asked = []
-
-        def get(url, *keys):
-            placement.asked.append(url)
-            return [['CUSTOM_X'] if known else []]
-
-        def providers(**query):
-            placement.asked.append(query)
-            return [{'uuid': 'b', 'name': 'b'}]
-
-        placement.get, placement.providers = get, providers
-        return placement
-
-    def test_providers_without_the_trait(self):
-        placement = self.placement(known=True)
-        self.assertEqual(['a'], [p['name'] for p in audit.lacking_trait(
-            placement, self.TARGETS, 'CUSTOM_X')])
-        self.assertEqual(['/traits?name=in:CUSTOM_X',
-                          {'required': 'CUSTOM_X'}], placement.asked)
-
-    def test_a_trait_placement_does_not_know(self):
-        """Placement refuses to filter by it: nobody has it."""
-        placement = self.placement(known=False)
-        self.assertEqual(self.TARGETS, audit.lacking_trait(
-            placement, self.TARGETS, 'CUSTOM_X'))
-        self.assertEqual(['/traits?name=in:CUSTOM_X'], placement.asked)
-
-    def test_nothing_asked_without_targets(self):
-        placement = self.placement(known=True)
-        self.assertEqual([], audit.lacking_trait(placement, [], 'CUSTOM_X'))
-        self.assertEqual([], placement.asked)
-
-
-class DestinationRequestsTest(base.TestCase):
-
-    NO_HT = ('!HW_CPU_HYPERTHREADING', '!COMPUTE_STATUS_DISABLED')
-    LEGACY = ('!CUSTOM_PCPU_EXT_REPORTS_PCPU', '!COMPUTE_STATUS_DISABLED')
-
-    def found(self, held, dedicated, nested=None, isolate=True):
-        allocations = {'node': dict(held, MEMORY_MB=512)}
-        allocations.update(nested or {})
-        return audit.IsolateServer({}, {'uuid': 'node'}, 'why', allocations,
-                                   legacy=False, dedicated=dedicated,
-                                   nested=frozenset(nested or ()),
-                                   isolate=isolate)
-
-    def test_dedicated_asks_for_pcpu(self):
-        found = self.found({'VCPU': 2}, dedicated=True)
-        self.assertEqual([([{'PCPU': 2, 'MEMORY_MB': 512}], self.NO_HT)],
-                         audit.destination_requests(found))
-
-    def test_legacy_only_asks_for_vcpu_of_a_legacy_host(self):
-        """With hyperthreads for isolate, as the scheduler's fallback."""
-        isolate = self.found({'VCPU': 2}, dedicated=True)
-        forbidden = self.found({'VCPU': 2}, dedicated=True, isolate=False)
-        self.assertEqual([([{'PCPU': 2, 'MEMORY_MB': 512}], self.NO_HT),
-                          ([{'VCPU': 2, 'MEMORY_MB': 512}], self.LEGACY)],
-                         audit.destination_requests(isolate, 'legacy_only'))
-        self.assertEqual(
-            ([{'VCPU': 2, 'MEMORY_MB': 512}],
-             self.LEGACY + ('!HW_CPU_HYPERTHREADING',)),
-            audit.destination_requests(forbidden, 'legacy_only')[1])
-
-    def test_others_ask_for_what_they_hold(self):
-        found = self.found({'VCPU': 1, 'PCPU': 1}, dedicated=False)
-        self.assertEqual(
-            [([{'VCPU': 1, 'PCPU': 1, 'MEMORY_MB': 512}], self.NO_HT)],
-            audit.destination_requests(found, 'legacy_only'))
-
-    def test_a_group_per_nested_provider_sharing_ones_unnumbered(self):
-        found = self.found({'VCPU': 1}, dedicated=True, nested={
-            'gpu2': {'VGPU': 1}, 'gpu1': {'VGPU': 2}})
-        found.allocations['nfs'] = {'DISK_GB': 10}
-        self.assertEqual(
-            [([{'PCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 10}, {'VGPU': 2},
-               {'VGPU': 1}], self.NO_HT)], audit.destination_requests(found))
-
-    def test_destination_asks_the_queries_in_turn(self):
-        asked = []
-        placement = FakePlacement({})
-        placement.candidate = lambda groups, root_required: asked.append(
-            (groups, root_required)) or ('node2' if len(asked) == 2 else None)
-
-        self.assertEqual('node2', audit.destination(
-            placement, self.found({'VCPU': 1}, dedicated=True),
-            'legacy_only'))
-        self.assertEqual(
-            [([{'PCPU': 1, 'MEMORY_MB': 512}], self.NO_HT),
-             ([{'VCPU': 1, 'MEMORY_MB': 512}], self.LEGACY)],
-            asked)

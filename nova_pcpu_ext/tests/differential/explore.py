@@ -1,0 +1,148 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``tox -e explore``: generated scenarios, stock Nova against the extension.
+
+``--seeds N`` runs seeds 0 to N-1 (``--first`` moves the start),
+``--seed N`` one seed with every step's outcomes. Prints how many
+sequences and steps ran, the differences found by rule, and each failure
+with its seed, step, both outcomes and the command that replays it. Exits
+1 on a failure or a harness error.
+"""
+
+from nova_pcpu_ext.tests.differential import runner  # isort:skip
+
+import argparse
+import collections
+import logging
+import sys
+import time
+
+from nova_pcpu_ext.tests.differential import generator
+from nova_pcpu_ext.tests.differential import oracle
+
+REPLAY = 'tox -e explore -- --seed %d'
+
+
+def run_seed(seed, variants=runner.VARIANTS, actions=generator.ACTIONS):
+    """(scenario, runs, verdict, problems) of one seed."""
+    scenario = generator.generate(seed, actions)
+    runs, problems = {}, {}
+    for variant in variants:
+        runs[variant], problem = runner.run(scenario, variant)
+        if problem:
+            problems[variant] = problem
+    return scenario, runs, oracle.judge(scenario, runs), problems
+
+
+class Totals(object):
+    """What a run of many seeds found."""
+
+    def __init__(self):
+        self.sequences = self.steps = self.bug_shown = 0
+        self.compared = collections.Counter()
+        self.not_compared = collections.Counter()
+        self.differences = collections.Counter()
+        self.failures = []
+        self.problems = []
+
+    def add(self, scenario, runs, verdict, problems):
+        self.sequences += 1
+        self.steps += sum(len(outcomes) for outcomes in runs.values())
+        self.bug_shown += verdict.bug_shown
+        self.compared.update(verdict.compared)
+        self.not_compared.update(verdict.not_compared)
+        self.differences.update((f.variant, f.rule)
+                                for f in verdict.differences)
+        self.failures.extend(verdict.failures)
+        self.problems.extend((scenario.seed, variant, problem)
+                             for variant, problem in problems.items())
+
+    def report(self, elapsed):
+        lines = [
+            'sequences: %d (steps run, every variant: %d), %.1f s per '
+            'sequence' % (self.sequences, self.steps,
+                          elapsed / max(self.sequences, 1)),
+            'steps compared with stock while in step: %s' % _counts(
+                self.compared),
+            'steps not compared (after the first difference): %s' % _counts(
+                self.not_compared),
+            'isolate servers on VCPU of a hyperthreaded new-style host, '
+            'stock Nova without its late check: %d' % self.bug_shown,
+            'differences by rule: %s' % (_counts(self.differences) or
+                                         'none'),
+            'failures: %d%s' % (len(self.failures), (' (%s)' % _counts(
+                collections.Counter((f.variant, f.rule)
+                                    for f in self.failures))
+                if self.failures else '')),
+            'harness errors: %d%s' % (len(self.problems), ''.join(
+                ' seed %d %s;' % (seed, variant)
+                for seed, variant, _ in self.problems)),
+        ]
+        return lines
+
+
+def _counts(counter):
+    def name(key):
+        return ':'.join(key) if isinstance(key, tuple) else key
+    return ', '.join('%s: %d' % (name(key), count)
+                     for key, count in sorted(counter.items()))
+
+
+def report_seed(scenario, runs, verdict, problems, verbose, out):
+    if verbose:
+        print('\n'.join(oracle.describe_runs(scenario, runs)), file=out)
+        for finding in verdict.differences:
+            print('\n'.join(finding.lines()), file=out)
+    for finding in verdict.failures:
+        print('\n'.join(finding.lines()), file=out)
+        print('  replay: ' + REPLAY % scenario.seed, file=out)
+    for variant, problem in problems.items():
+        print('seed %d %s: harness error (replay: %s)\n%s' % (
+            scenario.seed, variant, REPLAY % scenario.seed, problem),
+            file=out)
+
+
+def main(argv=None, out=sys.stdout):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument('--seeds', type=int, help='how many seeds to run')
+    which.add_argument('--seed', type=int, help='one seed, step by step')
+    parser.add_argument('--first', type=int, default=0,
+                        help='the first seed of --seeds (default 0)')
+    parser.add_argument('--variants', default=','.join(runner.VARIANTS),
+                        help='comma-separated, stock first')
+    parser.add_argument('--actions', default=','.join(generator.ACTIONS),
+                        help='the steps besides boots')
+    args = parser.parse_args(argv)
+    # NOTE: Nova's thread pools log their shutdown after a run's log
+    # capture has ended, between the lines of this report.
+    logging.getLogger('nova.thread_pool_factory').setLevel(logging.WARNING)
+    variants = tuple(args.variants.split(','))
+    actions = tuple(args.actions.split(','))
+    seeds = ([args.seed] if args.seed is not None
+             else range(args.first, args.first + args.seeds))
+    totals = Totals()
+    started = time.monotonic()
+    for seed in seeds:
+        found = run_seed(seed, variants, actions)
+        totals.add(*found)
+        report_seed(*found, verbose=args.seed is not None, out=out)
+        print('seed %d: %d failures, %d differences, %.0f s elapsed' % (
+            seed, len(found[2].failures), len(found[2].differences),
+            time.monotonic() - started), file=out, flush=True)
+    print('\n'.join(totals.report(time.monotonic() - started)), file=out)
+    return 1 if totals.failures or totals.problems else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,181 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The differential harness's generator and oracle, without Nova.
+
+Each rule of the oracle is shown to fire on the outcome it forbids, so
+that a green differential run means the rule was checked.
+"""
+
+import testtools
+
+from nova_pcpu_ext.tests.differential import generator
+from nova_pcpu_ext.tests.differential import oracle
+
+ISOLATE = generator.Request('isolate', 1, 'flavor')
+DEDICATED = generator.Request('dedicated', 1, 'image')
+UNPINNED = generator.Request('unpinned', 1, 'flavor')
+HOSTS = (generator.Host('host0', 'new', True, True, 'empty', False),
+         generator.Host('host1', 'legacy', True, True, 'empty', False))
+
+
+def placed(host, style, hyperthreads, cpu, queries=2):
+    return {'outcome': 'placed', 'host': host, 'style': style,
+            'hyperthreads': hyperthreads, 'cpu': cpu, 'queries': queries}
+
+
+def refused(queries=2):
+    return {'outcome': 'refused', 'queries': queries}
+
+
+ON_LEGACY = placed('host1', 'legacy', True, {'VCPU': 1})
+ON_NEW_HT_VCPU = placed('host0', 'new', True, {'VCPU': 1})
+ON_NEW_PCPU = placed('host0', 'new', False, {'PCPU': 1})
+
+
+def scenario(*steps):
+    return generator.Scenario(seed=7, hosts=HOSTS, steps=steps)
+
+
+def boot(request, limit=None):
+    return generator.Step('boot', request, limit=limit)
+
+
+class GeneratorTest(testtools.TestCase):
+
+    def test_a_seed_gives_the_same_scenario(self):
+        self.assertEqual(generator.generate(5), generator.generate(5))
+        self.assertNotEqual(generator.generate(5), generator.generate(6))
+
+    def test_moves_refer_to_earlier_boots(self):
+        for seed in range(200):
+            steps = generator.generate(seed).steps
+            self.assertEqual('boot', steps[0].action)
+            for step in steps:
+                if step.server is not None:
+                    self.assertEqual('boot', steps[step.server].action)
+
+    def test_dimensions_are_covered(self):
+        scenarios = [generator.generate(seed) for seed in range(200)]
+        hosts = {(h.kind, h.enabled, h.fill, h.zone)
+                 for s in scenarios for h in s.hosts}
+        requests = {(step.request.kind, step.request.source,
+                     step.request.trait, step.request.zone)
+                    for s in scenarios for step in s.steps if step.request}
+        self.assertEqual({'legacy-ht', 'legacy-noht', 'new-ht', 'new-noht'},
+                         {h[0] for h in hosts})
+        self.assertEqual(set(generator.KINDS), {r[0] for r in requests})
+        self.assertEqual({'flavor', 'image'}, {r[1] for r in requests})
+        self.assertEqual({None, 'required', 'forbidden'},
+                         {r[2] for r in requests})
+        self.assertEqual(set(generator.ACTIONS), {
+            step.action for s in scenarios for step in s.steps})
+
+    def test_only_flavor_pinned_servers_are_resized_to_flavors(self):
+        for seed in range(200):
+            steps = generator.generate(seed).steps
+            for step in steps:
+                if step.action == 'resize':
+                    self.assertEqual('flavor', step.request.source)
+                    self.assertEqual('flavor',
+                                     steps[step.server].request.source)
+
+    def test_image_requests_carry_no_pinning_extra_specs(self):
+        request = generator.Request('isolate', 1, 'image')
+        self.assertEqual({}, request.extra_specs())
+        self.assertEqual({'hw_cpu_policy': 'dedicated',
+                          'hw_cpu_thread_policy': 'isolate'},
+                         request.image_properties())
+
+
+class OracleTest(testtools.TestCase):
+
+    def rules(self, steps, stock, own, variant='drop'):
+        verdict = oracle.judge(scenario(*steps), {'stock': stock,
+                                                  variant: own})
+        return [(f.rule, f.allowed) for f in verdict.findings]
+
+    def test_same_outcomes_find_nothing(self):
+        self.assertEqual([], self.rules([boot(UNPINNED)], [ON_LEGACY],
+                                        [ON_LEGACY]))
+
+    def test_seed_bug_fails_a_mode_and_is_counted_for_stripped_stock(self):
+        self.assertIn(('seed-bug', False), self.rules(
+            [boot(ISOLATE)], [refused()], [ON_NEW_HT_VCPU],
+            'legacy_only'))
+        verdict = oracle.judge(scenario(boot(ISOLATE)), {
+            'stock': [refused()], 'stock-stripped': [ON_NEW_HT_VCPU]})
+        self.assertEqual((1, []), (verdict.bug_shown, verdict.findings))
+
+    def test_drop_refusing_isolate_stock_placed_on_legacy_is_allowed(self):
+        self.assertEqual([('drop-isolate-off-legacy', True)], self.rules(
+            [boot(ISOLATE)], [ON_LEGACY], [refused(1)]))
+
+    def test_drop_placing_isolate_on_legacy_fails(self):
+        self.assertIn(('drop-isolate-off-legacy', False), self.rules(
+            [boot(ISOLATE)], [ON_LEGACY], [dict(ON_LEGACY, queries=1)]))
+
+    def test_refusing_what_stock_places_fails_without_a_rule(self):
+        self.assertEqual([('kept', False)], self.rules(
+            [boot(DEDICATED)], [ON_LEGACY], [refused()]))
+        self.assertEqual([('kept', False)], self.rules(
+            [boot(DEDICATED)], [ON_LEGACY], [refused()], 'legacy_only'))
+
+    def test_legacy_only_never_uses_the_fallback_on_new_style(self):
+        on_new_vcpu = placed('host0', 'new', False, {'VCPU': 1})
+        self.assertEqual(
+            [('legacy-only-no-fallback-to-new-style', True)],
+            self.rules([boot(DEDICATED)], [on_new_vcpu], [refused()],
+                       'legacy_only'))
+        self.assertIn(('legacy-only-no-fallback-to-new-style', False),
+                      self.rules([boot(DEDICATED)], [on_new_vcpu],
+                                 [on_new_vcpu], 'legacy_only'))
+
+    def test_placing_where_stock_refuses(self):
+        self.assertEqual([('never-where-stock-refuses', False)], self.rules(
+            [boot(DEDICATED)], [refused()], [ON_LEGACY], 'legacy_only'))
+        self.assertEqual([('legacy-only-past-the-cut', True)], self.rules(
+            [boot(DEDICATED, limit=1)], [refused()], [ON_LEGACY],
+            'legacy_only'))
+
+    def test_another_host_needs_a_rule(self):
+        self.assertEqual([('same-host', False)], self.rules(
+            [boot(DEDICATED)], [ON_LEGACY], [ON_NEW_PCPU], 'legacy_only'))
+        self.assertEqual([('drop-isolate-off-legacy', True)], self.rules(
+            [boot(ISOLATE)], [ON_LEGACY], [dict(ON_NEW_PCPU, queries=1)]))
+
+    def test_query_counts(self):
+        self.assertEqual([('queries', False)], self.rules(
+            [boot(ISOLATE)], [refused(2)], [refused(2)]))
+        self.assertEqual([('queries', False)], self.rules(
+            [boot(DEDICATED)], [ON_LEGACY], [dict(ON_LEGACY, queries=1)]))
+
+    def test_steps_after_a_difference_are_not_compared(self):
+        steps = [boot(ISOLATE), boot(UNPINNED)]
+        verdict = oracle.judge(scenario(*steps), {
+            'stock': [ON_LEGACY, ON_LEGACY],
+            'drop': [refused(1), dict(ON_NEW_PCPU, queries=5)]})
+        self.assertEqual((1, 1), (verdict.compared['drop'],
+                                  verdict.not_compared['drop']))
+        self.assertEqual([('drop-isolate-off-legacy', True)],
+                         [(f.rule, f.allowed) for f in verdict.findings])
+
+    def test_moves_judge_the_servers_current_request(self):
+        steps = [boot(UNPINNED),
+                 generator.Step('resize', ISOLATE, server=0),
+                 generator.Step('migrate', server=0)]
+        outcomes = [ON_LEGACY, ON_NEW_PCPU, ON_LEGACY]
+        self.assertEqual([UNPINNED, ISOLATE, ISOLATE],
+                         list(oracle.requests_of(scenario(*steps),
+                                                 outcomes)))
+        self.assertIn(('drop-isolate-off-legacy', False), self.rules(
+            steps, outcomes, outcomes))
