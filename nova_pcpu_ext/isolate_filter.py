@@ -48,6 +48,9 @@ CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 HYPERTHREADING = os_traits.HW_CPU_HYPERTHREADING
+#: Placement's answers to ``GET /traits/{name}``: the trait is known, or
+#: not; any other answer is a problem, told by its text.
+KNOWN, UNKNOWN = 204, 404
 
 
 def requests_isolate(spec_obj):
@@ -104,15 +107,18 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
     def fallback_request(self, context, spec_obj, resources):
         if CONF.pcpu_ext.isolate_fallback_mode != 'legacy_only':
             return resources
-        if not self._placement_knows_trait(context):
+        answer = self._ask_about_trait(context)
+        if answer != KNOWN:
             # NOTE: no provider carries a trait placement does not know,
             # so forbidding it would change no candidate.
             if requests_isolate(spec_obj):
                 self._log(context, spec_obj,
                           'the VCPU fallback placement query is made as '
-                          'stock Nova makes it: placement does not know '
-                          '%s ([pcpu_ext] isolate_fallback_mode = '
-                          'legacy_only).' % pcpu_trait.TRAIT)
+                          'stock Nova makes it: placement %s %s '
+                          '([pcpu_ext] isolate_fallback_mode = legacy_only).'
+                          % ('does not know' if answer == UNKNOWN else
+                             'did not say whether it knows',
+                             pcpu_trait.TRAIT))
             return resources
         # NOTE: a new set: the root traits alias the RequestSpec's, which
         # the first query and later moves read too.
@@ -127,12 +133,13 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
                       % pcpu_trait.TRAIT)
         return resources
 
-    def _placement_knows_trait(self, context):
-        """Whether placement knows the trait, asked for each request.
+    def _ask_about_trait(self, context):
+        """:data:`KNOWN`, :data:`UNKNOWN` or why placement did not say.
 
-        Not remembered: a trait no provider carries can be deleted, and
-        a query naming it would then fail every pinned boot. Only the
-        ``pcpu_trait`` mixin of computes that report PCPU creates it.
+        Asked for each request, not remembered: a trait no provider
+        carries can be deleted, and a query naming it would then fail
+        every pinned boot. Only the ``pcpu_trait`` mixin of computes that
+        report PCPU creates it.
         """
         try:
             response = report.report_client_singleton().get(
@@ -141,23 +148,23 @@ class IsolateVcpuFallbackFilter(plugins.RequestFilter):
         except ks_exc.ClientException as error:
             answer = str(error) or type(error).__name__
         else:
-            answer = {204: 'known', 404: 'unknown'}.get(
-                response.status_code,
-                '%d %s' % (response.status_code, response.text))
+            answer = response.status_code
+            if answer not in (KNOWN, UNKNOWN):
+                answer = '%d %s' % (answer, response.text)
         if answer != self._last_answer:
             self._last_answer = answer
             self._log_answer(answer)
-        return answer == 'known'
+        return answer
 
     @staticmethod
     def _log_answer(answer):
         values = {'trait': pcpu_trait.TRAIT, 'problem': answer}
-        if answer == 'known':
+        if answer == KNOWN:
             LOG.info('Placement knows the trait %(trait)s: the VCPU '
                      'fallback query of pinned requests forbids it on the '
                      'host ([pcpu_ext] isolate_fallback_mode = '
                      'legacy_only).', values)
-        elif answer == 'unknown':
+        elif answer == UNKNOWN:
             LOG.info('Placement does not know the trait %(trait)s, so no '
                      'host reports PCPU through the pcpu_trait mixin: the '
                      'VCPU fallback query of pinned requests is made as '

@@ -174,6 +174,15 @@ class MixinTest(base.TestCase):
         # The ComputeNode follows what placement was sent.
         self.assertEqual((16.0, 1.5, 2.0), self.node_ratios())
 
+    def test_only_the_root_gets_the_rule(self):
+        # Kills ``uuid <= root_uuid``: a child whose uuid sorts before
+        # the root's got the root's ratios.
+        self.tree.new_child('child0', 'uuid1', uuid='uuid0')
+        self.tree.update_inventory('child0', inventory(0.0, 'VCPU'))
+        self.tracker(inventory(0.0, 'VCPU'))._update_to_placement(
+            None, self.node)
+        self.assertEqual({'VCPU': 0.0}, self.ratios('child0'))
+
     def test_ratios_above_the_rule_are_lowered(self):
         # Kills ``!=`` into ``<`` in the stale test of _apply_ratios.
         self.flags(group=None, disk_allocation_ratio=2.0)

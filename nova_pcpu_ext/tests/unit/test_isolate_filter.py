@@ -80,7 +80,8 @@ class DecisionTest(base.TestCase):
         self.filter = isolate_filter.IsolateVcpuFallbackFilter()
         # Placement knows the trait: see TraitKnownTest.
         self.useFixture(fixtures.MockPatchObject(
-            self.filter, '_placement_knows_trait', return_value=True))
+            self.filter, '_ask_about_trait',
+            return_value=isolate_filter.KNOWN))
 
     def primary(self, spec):
         return scheduler_utils.ResourceRequest.from_request_spec(spec)
@@ -152,8 +153,8 @@ def answer(status, text=''):
     return mock.Mock(status_code=status, text=text)
 
 
-class TraitKnownTest(base.TestCase):
-    """legacy_only forbids its trait only where placement knows it."""
+class _TraitCheckBase(base.TestCase):
+    """An isolate request in legacy_only mode; placement's answers mocked."""
 
     def setUp(self):
         super().setUp()
@@ -171,6 +172,10 @@ class TraitKnownTest(base.TestCase):
             scheduler_utils.ResourceRequest.from_request_spec(
                 self.spec, enable_pinning_translate=False)).to_querystring()
         return pcpu_trait.TRAIT in query
+
+
+class TraitKnownTest(_TraitCheckBase):
+    """legacy_only forbids its trait only where placement knows it."""
 
     def test_asked_for_each_request(self):
         """A trait deleted since the last request is noticed."""
@@ -197,6 +202,9 @@ class TraitKnownTest(base.TestCase):
             % pcpu_trait.TRAIT))
         for problem in ('(refused)', '(403 forbidden)', '(503 down)'):
             self.assertIn(problem, self.logger.output)
+        # Each isolate request says why its query is stock's.
+        self.assertEqual(4, self.logger.output.count(
+            'placement did not say whether it knows %s' % pcpu_trait.TRAIT))
 
 
 class RecordingFilter(object):
@@ -257,20 +265,8 @@ class SchedulerHookTest(base.TestCase):
         self.assertEqual([], refuse.calls)
 
 
-class MutantsTest(base.TestCase):
+class MutantsTest(_TraitCheckBase):
     """Cases the mutation run found untested (tools/mutation)."""
-
-    def setUp(self):
-        super().setUp()
-        self.flags(isolate_fallback_mode='legacy_only')
-        self.get = self.useFixture(fixtures.MockPatch(
-            'nova.scheduler.client.report.report_client_singleton')
-        ).mock.return_value.get
-        self.filter = isolate_filter.IsolateVcpuFallbackFilter()
-        self.context = mock.Mock(global_id='req-1')
-        self.spec = request_spec('dedicated', 'isolate')
-
-    forbids_trait = TraitKnownTest.forbids_trait
 
     def test_drop_read_from_a_file_drops(self):
         # Kills ``isolate_fallback_mode is 'drop'``: a value oslo.config
@@ -279,9 +275,9 @@ class MutantsTest(base.TestCase):
         self.assertFalse(self.filter.allow_fallback(
             self.context, self.spec, None))
 
-    def test_an_error_sorting_after_unknown_is_a_warning(self):
-        # Kills ``answer >= 'unknown'`` in _log_answer: an error whose
-        # text sorts after 'unknown' was logged as an unknown trait.
+    def test_an_error_is_a_warning(self):
+        # An error is logged as one, never as an unknown trait, whatever
+        # its text.
         self.get.side_effect = [ks_exc.ConnectFailure('write failed')]
         self.assertFalse(self.forbids_trait())
         self.assertIn('Cannot ask placement whether it knows the trait %s '
