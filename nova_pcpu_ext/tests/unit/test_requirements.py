@@ -103,9 +103,29 @@ def third_party(paths, module_level_only=False):
     return found
 
 
+def packages_distributions():
+    """``{import name: [distribution names]}`` of what is installed.
+
+    Python 3.10's ``packages_distributions`` reads only ``top_level.txt``,
+    which not every wheel has: the names are also taken from each
+    distribution's files.
+    """
+    found = {name: set(dists) for name, dists in
+             metadata.packages_distributions().items()}
+    for dist in metadata.distributions():
+        for path in dist.files or ():
+            top = path.parts[0]
+            if len(path.parts) == 1 and path.suffix == '.py':
+                top = path.stem
+            elif len(path.parts) == 1 or top == '..' or '.' in top:
+                continue
+            found.setdefault(top, set()).add(dist.metadata['Name'])
+    return {name: sorted(dists) for name, dists in found.items()}
+
+
 def undeclared(imports, allowed):
     """``[(import, module, its distributions)]`` not in ``allowed``."""
-    distributions = metadata.packages_distributions()
+    distributions = packages_distributions()
     return sorted(
         (name, module, distributions.get(name, ['not installed']))
         for name, module in imports.items()
