@@ -15,8 +15,14 @@
 ``--seeds N`` runs seeds 0 to N-1 (``--first`` moves the start),
 ``--seed N`` one seed with every step's outcomes. Prints how many
 sequences and steps ran, the differences found by rule, and each failure
-with its seed, step, both outcomes and the command that replays it. Exits
-1 on a failure or a harness error.
+with its seed, step, both outcomes and the command that replays it.
+
+``--states N`` runs N generated clouds of servers in every state
+(:mod:`.states`, from ``--first``) and judges the operator tools on each,
+``--states-seed N`` one of them; a failure prints the cloud, the property
+broken with both outcomes, and the command that replays it.
+
+Exits 1 on a failure or a harness error.
 """
 
 from nova_pcpu_ext.tests.differential import runner  # isort:skip
@@ -29,11 +35,13 @@ import time
 
 from nova_pcpu_ext.tests.differential import generator
 from nova_pcpu_ext.tests.differential import oracle
+from nova_pcpu_ext.tests.differential import states
 
 REPLAY = 'tox -e explore -- --seed %d'
+REPLAY_STATES = 'tox -e explore -- --states-seed %d'
 
 
-def run_seed(seed, variants=runner.VARIANTS, actions=generator.ACTIONS):
+def run_seed(seed, variants=runner.VARIANTS, actions=generator.EVERY_ACTION):
     """(scenario, runs, verdict, problems) of one seed."""
     scenario = generator.generate(seed, actions)
     runs, problems = {}, {}
@@ -112,21 +120,55 @@ def report_seed(scenario, runs, verdict, problems, verbose, out):
             file=out)
 
 
+def explore_states(seeds, out):
+    """Judge the operator tools on the clouds of ``seeds``; failures."""
+    started = time.monotonic()
+    failed = errors = 0
+    for seed in seeds:
+        scenario = states.generate(seed)
+        broken, problems = runner.run_states(scenario)
+        failed += bool(broken)
+        errors += bool(problems)
+        for kind, traces in (('FAILURE', broken),
+                             ('harness error', problems)):
+            for trace in traces:
+                print('\n'.join(states.describe(scenario)), file=out)
+                print('%s (replay: %s)\n%s' % (
+                    kind, REPLAY_STATES % seed, trace), file=out)
+        print('states seed %d: %d states, %s, %.0f s elapsed' % (
+            seed, len(scenario.states), 'failed' if broken or problems
+            else 'passed', time.monotonic() - started), file=out, flush=True)
+    print('clouds of states: %d, %.1f s per cloud\nfailures: %d\n'
+          'harness errors: %d' % (
+              len(seeds), (time.monotonic() - started) / max(len(seeds), 1),
+              failed, errors), file=out)
+    return failed + errors
+
+
 def main(argv=None, out=sys.stdout):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument('--seeds', type=int, help='how many seeds to run')
     which.add_argument('--seed', type=int, help='one seed, step by step')
+    which.add_argument('--states', type=int,
+                       help='how many clouds of states to run')
+    which.add_argument('--states-seed', type=int,
+                       help='one cloud of states')
     parser.add_argument('--first', type=int, default=0,
-                        help='the first seed of --seeds (default 0)')
+                        help='the first seed of --seeds or --states '
+                             '(default 0)')
     parser.add_argument('--variants', default=','.join(runner.VARIANTS),
                         help='comma-separated, stock first')
-    parser.add_argument('--actions', default=','.join(generator.ACTIONS),
+    parser.add_argument('--actions', default=','.join(generator.EVERY_ACTION),
                         help='the steps besides boots')
     args = parser.parse_args(argv)
     # NOTE: Nova's thread pools log their shutdown after a run's log
     # capture has ended, between the lines of this report.
     logging.getLogger('nova.thread_pool_factory').setLevel(logging.WARNING)
+    if args.states is not None or args.states_seed is not None:
+        seeds = ([args.states_seed] if args.states_seed is not None
+                 else range(args.first, args.first + args.states))
+        return 1 if explore_states(seeds, out) else 0
     variants = tuple(args.variants.split(','))
     actions = tuple(args.actions.split(','))
     seeds = ([args.seed] if args.seed is not None

@@ -44,6 +44,13 @@ KINDS = ('unpinned',) + PINNED_KINDS
 THREAD_POLICY = {'isolate': 'isolate', 'require': 'require',
                  'prefer': 'prefer'}
 ACTIONS = ('boot', 'resize', 'migrate', 'live_migrate', 'evacuate')
+#: What an operator does between requests, scheduling nothing: delete the
+#: trait of :mod:`nova_pcpu_ext.pcpu_trait` (placement refuses while a
+#: provider carries it), as a clean-up of unused custom traits would.
+OPERATOR_ACTIONS = ('delete_trait',)
+EVERY_ACTION = ACTIONS + OPERATOR_ACTIONS
+#: The share of scenarios with an operator action.
+OPERATOR_SHARE = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +109,7 @@ class Request:
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    action: str         # one of ACTIONS
+    action: str         # one of ACTIONS or OPERATOR_ACTIONS
     request: Request = None   # boot and resize
     server: int = None  # moves: the index of the boot step's server
     #: ``[scheduler] max_placement_results`` for this step; None: Nova's.
@@ -141,15 +148,16 @@ def _request(rng, zone_exists, image_allowed=True):
                    zone=zone_exists and rng.random() < 0.3)
 
 
-def generate(seed, actions=ACTIONS):
+def generate(seed, actions=EVERY_ACTION):
     """The scenario of ``seed``, using only ``actions`` besides boots."""
+    scheduling = tuple(action for action in actions if action in ACTIONS)
     rng = random.Random(seed)
     hosts = tuple(_host(rng, i) for i in range(rng.randint(2, 4)))
     zone_exists = any(host.zone for host in hosts)
     steps = []
     boots, flavor_boots = [], []
     for _ in range(rng.randint(4, 7)):
-        action = rng.choice(actions) if boots else 'boot'
+        action = rng.choice(scheduling) if boots else 'boot'
         limit = rng.choice((1, 2)) if rng.random() < 0.25 else None
         if action == 'boot':
             request = _request(rng, zone_exists)
@@ -168,7 +176,27 @@ def generate(seed, actions=ACTIONS):
                               limit=limit))
         else:
             steps.append(Step(action, server=rng.choice(boots), limit=limit))
+    _add_operator_action(seed, steps, tuple(
+        action for action in actions if action in OPERATOR_ACTIONS))
     return Scenario(seed=seed, hosts=hosts, steps=tuple(steps))
+
+
+def _add_operator_action(seed, steps, actions):
+    """One operator action after the first boot, in some scenarios.
+
+    Drawn from a generator of its own, so that the cloud and the requests
+    of a seed are the same with or without it. Moves name their server
+    by its boot step's index, which the insertion shifts.
+    """
+    rng = random.Random('operator %d' % seed)
+    if not actions or rng.random() >= OPERATOR_SHARE:
+        return
+    at = rng.randint(1, len(steps))
+    action = rng.choice(actions)
+    for index, step in enumerate(steps):
+        if step.server is not None and step.server >= at:
+            steps[index] = dataclasses.replace(step, server=step.server + 1)
+    steps.insert(at, Step(action))
 
 
 def describe(scenario):

@@ -45,6 +45,7 @@ from nova.virt.libvirt import driver as libvirt_driver
 
 from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext.tests.differential import generator
+from nova_pcpu_ext.tests.functional import test_server_states
 
 VARIANTS = ('stock', 'stock-stripped', 'drop', 'legacy_only')
 #: Seconds a server may take to settle after a request.
@@ -351,6 +352,12 @@ class ScenarioCase(base.ExtensionTestBase):
         return self._move(step, self.admin_api, {'evacuate': {}},
                           prepare=host_down)
 
+    def step_delete_trait(self, index, step):
+        response = self.placement.delete('/traits/' + pcpu_trait.TRAIT,
+                                         version='1.6')
+        return {'outcome': {204: 'deleted', 404: 'unknown',
+                            409: 'in use'}[response.status]}
+
     def where(self, server_id, outcome):
         """The outcome and the server's host, its kind and CPU usage."""
         server = self.admin_api.get_server(server_id)
@@ -387,6 +394,17 @@ def _refused(message):
     return 'No valid host' in message or 'NoValidHost' in message
 
 
+def _run_case(case):
+    """The test's failures and errors, as tracebacks."""
+    result = unittest.TestResult()
+    case.run(result)
+    # NOTE: the traceback only; the captured logs come before it.
+    return ([trace[trace.rfind('Traceback'):]
+             for _test, trace in result.failures],
+            [trace[trace.rfind('Traceback'):]
+             for _test, trace in result.errors])
+
+
 def run(scenario, variant):
     """Outcomes of each step of ``scenario`` in ``variant``.
 
@@ -396,10 +414,17 @@ def run(scenario, variant):
     outcomes = []
     case_class = type('ScenarioCase', (ScenarioCase,), {
         'scenario': scenario, 'variant': variant, 'outcomes': outcomes})
-    case = case_class('test_scenario')
-    result = unittest.TestResult()
-    case.run(result)
-    # NOTE: the traceback only; the captured logs come before it.
-    problems = [trace[trace.rfind('Traceback'):]
-                for _test, trace in result.errors + result.failures]
+    failures, errors = _run_case(case_class('test_scenario'))
+    problems = errors + failures
     return outcomes, (problems[0] if problems else None)
+
+
+def run_states(scenario):
+    """The operator tools judged on a cloud of ``scenario``'s states.
+
+    :returns: (failures, errors): tracebacks of the properties broken
+        (see ``ServerStatesTest.judge``) and of harness errors.
+    """
+    case_class = type('StatesCase', (test_server_states.ServerStatesTest,),
+                      {'test_states': lambda case: case.judge(scenario)})
+    return _run_case(case_class('test_states'))

@@ -352,6 +352,12 @@ class OperatorCommandTestBase(base.ExtensionTestBase):
                               placement.server.endpoint, compute_api.endpoint)
         self.useFixture(base.StripIsolateMitigation())
 
+    def enable_extension(self):
+        """Restart the scheduler with the extension, as an operator would."""
+        self.extension = True
+        self.scheduler.stop()
+        self.scheduler = self._setup_scheduler_service()
+
     def start_hyperthreaded_host(self, hostname='compute1'):
         # Two dedicated cores: an isolate server takes a whole one.
         return self.start_host(

@@ -383,11 +383,6 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
             host = host.partition('.')[0]
         return super().start_service(name, host=host, **kwargs)
 
-    def enable_extension(self):
-        self.extension = True
-        self.scheduler.stop()
-        self.scheduler = self._setup_scheduler_service()
-
     def start_host_without_hyperthreads(self):
         # The CPU sets are process-wide flags: the same as compute1's, or
         # compute1 would drop its VCPU inventory on its next update.

@@ -16,10 +16,13 @@ Each rule of the oracle is shown to fire on the outcome it forbids, so
 that a green differential run means the rule was checked.
 """
 
+import dataclasses
+
 import testtools
 
 from nova_pcpu_ext.tests.differential import generator
 from nova_pcpu_ext.tests.differential import oracle
+from nova_pcpu_ext.tests.differential import states
 
 ISOLATE = generator.Request('isolate', 1, 'flavor')
 DEDICATED = generator.Request('dedicated', 1, 'image')
@@ -77,8 +80,26 @@ class GeneratorTest(testtools.TestCase):
         self.assertEqual({'flavor', 'image'}, {r[1] for r in requests})
         self.assertEqual({None, 'required', 'forbidden'},
                          {r[2] for r in requests})
-        self.assertEqual(set(generator.ACTIONS), {
+        self.assertEqual(set(generator.EVERY_ACTION), {
             step.action for s in scenarios for step in s.steps})
+
+    def test_an_operator_action_changes_no_other_step(self):
+        without = generator.ACTIONS
+        with_one = [seed for seed in range(200) if len(generator.generate(
+            seed).steps) > len(generator.generate(seed, without).steps)]
+        self.assertTrue(30 < len(with_one) < 70, len(with_one))
+        for seed in with_one:
+            steps = list(generator.generate(seed).steps)
+            at, = [i for i, step in enumerate(steps)
+                   if step.action in generator.OPERATOR_ACTIONS]
+            self.assertLess(0, at)
+            del steps[at]
+            unshifted = [step if step.server is None or step.server < at
+                         else dataclasses.replace(
+                             step, server=step.server - 1)
+                         for step in steps]
+            self.assertEqual(generator.generate(seed, without).steps,
+                             tuple(unshifted))
 
     def test_only_flavor_pinned_servers_are_resized_to_flavors(self):
         for seed in range(200):
@@ -95,6 +116,32 @@ class GeneratorTest(testtools.TestCase):
         self.assertEqual({'hw_cpu_policy': 'dedicated',
                           'hw_cpu_thread_policy': 'isolate'},
                          request.image_properties())
+
+
+class StatesGeneratorTest(testtools.TestCase):
+
+    def test_a_seed_gives_the_same_cloud(self):
+        self.assertEqual(states.generate(3), states.generate(3))
+
+    def test_every_state_and_bad_ratio_is_generated(self):
+        clouds = [states.generate(seed) for seed in range(50)]
+        self.assertEqual(set(states.STATES), {
+            state for cloud in clouds for state in cloud.states})
+        self.assertEqual(set(states.BAD_RATIOS), {
+            damage[1:] for cloud in clouds for damage in cloud.damage})
+        self.assertEqual(states.STATES, states.EVERY_STATE.states)
+
+    def test_servers_where_they_fit(self):
+        # Five at most a host: an isolate server takes one of its six
+        # dedicated cores, and the moves need room.
+        for cloud in [states.generate(seed) for seed in range(200)] + [
+                states.EVERY_STATE]:
+            hosts = [cloud.host_of(state) for state in cloud.states]
+            self.assertEqual(
+                [state in states.IN_PLACE for state in cloud.states],
+                [host is not None for host in hosts])
+            for host in states.HOSTS:
+                self.assertLessEqual(hosts.count(host), 5, cloud)
 
 
 class OracleTest(testtools.TestCase):
@@ -179,3 +226,16 @@ class OracleTest(testtools.TestCase):
                                                  outcomes)))
         self.assertIn(('drop-isolate-off-legacy', False), self.rules(
             steps, outcomes, outcomes))
+
+    def test_an_operator_action_is_not_judged_and_keeps_in_step(self):
+        steps = [boot(UNPINNED), generator.Step('delete_trait'),
+                 boot(ISOLATE)]
+        verdict = oracle.judge(scenario(*steps), {
+            'stock': [ON_LEGACY, {'outcome': 'unknown', 'queries': 0},
+                      ON_LEGACY],
+            'drop': [ON_LEGACY, {'outcome': 'in use', 'queries': 0},
+                     dict(ON_LEGACY, queries=1)]})
+        self.assertEqual((3, 0), (verdict.compared['drop'],
+                                  verdict.not_compared['drop']))
+        self.assertEqual([('drop-isolate-off-legacy', False)],
+                         [(f.rule, f.allowed) for f in verdict.findings])

@@ -20,6 +20,7 @@ and the tests declare it.
 """
 
 import ast
+import functools
 import glob
 from importlib import metadata
 import os
@@ -103,12 +104,13 @@ def third_party(paths, module_level_only=False):
     return found
 
 
+@functools.lru_cache(maxsize=None)
 def packages_distributions():
     """``{import name: [distribution names]}`` of what is installed.
 
     Python 3.10's ``packages_distributions`` reads only ``top_level.txt``,
     which not every wheel has: the names are also taken from each
-    distribution's files.
+    distribution's files (several seconds on Python 3.10: once a process).
     """
     found = {name: set(dists) for name, dists in
              metadata.packages_distributions().items()}
