@@ -204,3 +204,29 @@ class RunNovaServiceTest(base.TestCase):
                          error.code)
         self.assertEqual(1, self.logger.output.count(
             '[DEFAULT] x = nan is bad'))
+
+
+class MutantsTest(base.TestCase):
+    """Behaviour only mutation testing showed untested."""
+
+    def test_active_logged_once_per_service(self):
+        # Kills AddNot 0 (logging from the second activation on).
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.activation.version', return_value='1.0.0'))
+        for service in ('scheduler', 'scheduler', 'compute'):
+            activation.mark_active(service)
+
+        self.assertEqual(
+            ['nova-pcpu-ext 1.0.0: active in nova-scheduler',
+             'nova-pcpu-ext 1.0.0: active in nova-compute'],
+            self.logger.output.splitlines())
+
+    def test_version_of_a_source_tree_is_unknown(self):
+        # Kills ExceptionReplacer 0 (a traceback where nothing says the
+        # version).
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.activation.metadata.version',
+            side_effect=activation.metadata.PackageNotFoundError(
+                activation.DISTRIBUTION)))
+
+        self.assertEqual('unknown', activation.version())
