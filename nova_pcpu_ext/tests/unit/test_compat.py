@@ -15,6 +15,7 @@
 import ast
 import collections
 import os
+import re
 import types
 
 import fixtures
@@ -227,6 +228,27 @@ class ChangedNovaTest(base.TestCase):
     def test_tested_nova_does_not_warn(self):
         self._activate_on('34.1.0')
         self.assertNotIn('not tested with', self.logger.output)
+
+    def test_each_tested_major_and_no_other(self):
+        version = self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.compat._nova_version')).mock
+        for major in range(27, 37):
+            version.return_value = '%d.1.0' % major
+            compat.warn_if_untested()
+
+        self.assertEqual(
+            ['27.1.0', '28.1.0', '35.1.0', '36.1.0'],
+            re.findall(r'runs on Nova (\S+), which it was not tested',
+                       self.logger.output))
+
+    def test_a_nova_that_cannot_say_its_version(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova.version.version_string', side_effect=RuntimeError))
+
+        compat.warn_if_untested()
+
+        self.assertIn('runs on Nova unknown, which it was not tested',
+                      self.logger.output)
 
 
 class ParameterKindTest(base.TestCase):
