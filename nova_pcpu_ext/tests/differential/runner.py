@@ -356,7 +356,8 @@ class ScenarioCase(base.ExtensionTestBase):
         response = self.placement.delete('/traits/' + pcpu_trait.TRAIT,
                                          version='1.6')
         return {'outcome': {204: 'deleted', 404: 'unknown',
-                            409: 'in use'}[response.status]}
+                            409: 'in use'}.get(response.status, 'error'),
+                'message': '%d %s' % (response.status, response.body)}
 
     def where(self, server_id, outcome):
         """The outcome and the server's host, its kind and CPU usage."""

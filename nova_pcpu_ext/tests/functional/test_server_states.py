@@ -146,7 +146,8 @@ class Hold(object):
             '%s.%s.%s' % (cls.__module__, cls.__name__, name), held))
 
     def hold_next(self):
-        self.next = True
+        with self.lock:
+            self.next = True
 
     def wait(self, test, server):
         test.assertTrue(self.reached[server['id']].wait(base.TIMEOUT),
@@ -283,11 +284,11 @@ class ServerStatesTest(operator_commands.OperatorCommandTestBase,
             self.action(servers['VERIFY_RESIZE'],
                         {'resize': {'flavorRef': self.flavor(vcpu=2)}},
                         'VERIFY_RESIZE')
-        held = {'resize in flight': {
-            'resize': {'flavorRef': self.flavor(vcpu=2)}},
-            'cold migration in flight': {'migrate': None}}
-        for name, body in held.items():
+        held = ('resize in flight', 'cold migration in flight')
+        for name in held:
             if name in servers:
+                body = ({'resize': {'flavorRef': self.flavor(vcpu=2)}}
+                        if name == 'resize in flight' else {'migrate': None})
                 self.disks.servers.add(servers[name]['id'])
                 self.admin_api.post_server_action(servers[name]['id'], body)
         live = servers.get('live migration in flight')
