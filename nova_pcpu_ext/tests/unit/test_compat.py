@@ -250,6 +250,12 @@ class ChangedNovaTest(base.TestCase):
         self.assertIn('runs on Nova unknown, which it was not tested',
                       self.logger.output)
 
+    def test_a_module_nova_no_longer_has(self):
+        error = self.assertRaises(exception.IncompatibleNova, compat.require,
+                                  'nova.scheduler.no_such_module:function')
+        self.assertIn('nova.scheduler.no_such_module:function is missing',
+                      str(error))
+
 
 class ParameterKindTest(base.TestCase):
     """compat.require compares how parameters are passed, not only names."""
@@ -341,6 +347,20 @@ class ParameterKindTest(base.TestCase):
         self.assertStops(function, ('self', 'ctxt'),
                          'takes (self, context, rp_uuid, inv_data, new), '
                          'expected (self, ctxt, ...)')
+
+        def renamed(self, ctxt, rp_uuid):
+            pass
+        self.assertStops(renamed, ('self', 'context'),
+                         'takes (self, ctxt, rp_uuid), expected (self, '
+                         'context, ...)')
+
+    def test_positional_only_parameters_described(self):
+        def function(self, context, rp_uuid, inv_data, /, new=None, *,
+                     force=False):
+            pass
+        self.assertStops(function, ('self', 'ctxt'),
+                         'takes (self, context, rp_uuid, inv_data, /, new, '
+                         '*, force), expected (self, ctxt, ...)')
 
 
 class KeywordOnlyNovaTest(base.TestCase):
@@ -546,6 +566,31 @@ class FallbackQueryTest(base.TestCase):
             scheduler_utils, 'resources_from_request_spec'))
         self.assertIn('The source of nova.scheduler.manager is not '
                       'installed', self.logger.output)
+
+
+class ModuleReferencesTest(base.TestCase):
+    """The names by which a module's imports reach nova.scheduler.utils."""
+
+    def references(self, source):
+        return compat._references(ast.parse(source), 'nova.scheduler.utils')
+
+    def test_each_form_of_import(self):
+        self.assertEqual(
+            {'utils', 'scheduler_utils', 'nova.scheduler.utils', 'su'},
+            self.references('from nova.scheduler import utils\n'
+                            'from nova.scheduler import utils as '
+                            'scheduler_utils\n'
+                            'import nova.scheduler.utils\n'
+                            'import nova.scheduler.utils as su\n'))
+
+    def test_other_modules_are_not_it(self):
+        # Names sorting before and after the module's at each level.
+        self.assertEqual(set(), self.references(
+            'from nova.scheduler import client, weights\n'
+            'from nova import utils\n'
+            'from nova.scheduler.client import utils\n'
+            'import nova.scheduler\n'
+            'import nova.scheduler.weights\n'))
 
 
 class RequireAnyCallTest(base.TestCase):
