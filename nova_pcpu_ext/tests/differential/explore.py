@@ -22,7 +22,8 @@ with its seed, step, both outcomes and the command that replays it.
 ``--states-seed N`` one of them; a failure prints the cloud, the property
 broken with both outcomes, and the command that replays it.
 
-Exits 1 on a failure or a harness error.
+Exits 1 on a failure or a harness error, or when stopped (Ctrl-C,
+SIGTERM), after the report of the seeds it ran.
 """
 
 from nova_pcpu_ext.tests.differential import runner  # isort:skip
@@ -30,6 +31,8 @@ from nova_pcpu_ext.tests.differential import runner  # isort:skip
 import argparse
 import collections
 import logging
+import os
+import signal
 import sys
 import time
 
@@ -175,14 +178,26 @@ def main(argv=None, out=sys.stdout):
              else range(args.first, args.first + args.seeds))
     totals = Totals()
     started = time.monotonic()
-    for seed in seeds:
-        found = run_seed(seed, variants, actions)
-        totals.add(*found)
-        report_seed(*found, verbose=args.seed is not None, out=out)
-        print('seed %d: %d failures, %d differences, %.0f s elapsed' % (
-            seed, len(found[2].failures), len(found[2].differences),
-            time.monotonic() - started), file=out, flush=True)
-    print('\n'.join(totals.report(time.monotonic() - started)), file=out)
+    # A long run stopped (Ctrl-C, SIGTERM) still reports the seeds it ran.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stopped = False
+    try:
+        for seed in seeds:
+            found = run_seed(seed, variants, actions)
+            totals.add(*found)
+            report_seed(*found, verbose=args.seed is not None, out=out)
+            print('seed %d: %d failures, %d differences, %.0f s elapsed' % (
+                seed, len(found[2].failures), len(found[2].differences),
+                time.monotonic() - started), file=out, flush=True)
+    except KeyboardInterrupt:
+        print('stopped during seed %d' % seed, file=out)
+        stopped = True
+    print('\n'.join(totals.report(time.monotonic() - started)), file=out,
+          flush=True)
+    if stopped:
+        # NOTE: the services of the seed stopped still run their threads,
+        # which would keep the process from exiting.
+        os._exit(1)
     return 1 if totals.failures or totals.problems else 0
 
 
