@@ -80,9 +80,9 @@ class Totals(object):
 
     def report(self, elapsed):
         lines = [
-            'sequences: %d (steps run, every variant: %d), %.1f s per '
-            'sequence' % (self.sequences, self.steps,
-                          elapsed / max(self.sequences, 1)),
+            'sequences: %d (steps run, every variant: %d)%s' % (
+                self.sequences, self.steps,
+                _each(elapsed, self.sequences, 'sequence')),
             'steps compared with stock while in step: %s' % _counts(
                 self.compared),
             'steps not compared (after the first difference): %s' % _counts(
@@ -100,6 +100,11 @@ class Totals(object):
                 for seed, variant, _ in self.problems)),
         ]
         return lines
+
+
+def _each(elapsed, count, what):
+    """``, 40.0 s per cloud``, or nothing before the first one."""
+    return ', %.1f s per %s' % (elapsed / count, what) if count else ''
 
 
 def _counts(counter):
@@ -123,11 +128,35 @@ def report_seed(scenario, runs, verdict, problems, verbose, out):
             file=out)
 
 
+def run_until_stopped(seeds, run_one, out):
+    """``run_one(seed)`` for each seed; whether it was stopped.
+
+    A long run stopped (Ctrl-C, SIGTERM) still reports the seeds it ran.
+    """
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        for seed in seeds:
+            run_one(seed)
+    except KeyboardInterrupt:
+        print('stopped during seed %d' % seed, file=out)
+        return True
+    return False
+
+
+def exit_stopped():
+    # NOTE: the services of the seed stopped still run their threads,
+    # which would keep the process from exiting.
+    os._exit(1)
+
+
 def explore_states(seeds, out):
     """Judge the operator tools on the clouds of ``seeds``; failures."""
     started = time.monotonic()
+    ran = []
     failed = errors = 0
-    for seed in seeds:
+
+    def run_one(seed):
+        nonlocal failed, errors
         scenario = states.generate(seed)
         broken, problems = runner.run_states(scenario)
         failed += bool(broken)
@@ -138,13 +167,17 @@ def explore_states(seeds, out):
                 print('\n'.join(states.describe(scenario)), file=out)
                 print('%s (replay: %s)\n%s' % (
                     kind, REPLAY_STATES % seed, trace), file=out)
+        ran.append(seed)
         print('states seed %d: %d states, %s, %.0f s elapsed' % (
             seed, len(scenario.states), 'failed' if broken or problems
             else 'passed', time.monotonic() - started), file=out, flush=True)
-    print('clouds of states: %d, %.1f s per cloud\nfailures: %d\n'
-          'harness errors: %d' % (
-              len(seeds), (time.monotonic() - started) / max(len(seeds), 1),
-              failed, errors), file=out)
+
+    stopped = run_until_stopped(seeds, run_one, out)
+    print('clouds of states: %d%s\nfailures: %d\nharness errors: %d' % (
+        len(ran), _each(time.monotonic() - started, len(ran), 'cloud'),
+        failed, errors), file=out, flush=True)
+    if stopped:
+        exit_stopped()
     return failed + errors
 
 
@@ -178,26 +211,20 @@ def main(argv=None, out=sys.stdout):
              else range(args.first, args.first + args.seeds))
     totals = Totals()
     started = time.monotonic()
-    # A long run stopped (Ctrl-C, SIGTERM) still reports the seeds it ran.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    stopped = False
-    try:
-        for seed in seeds:
-            found = run_seed(seed, variants, actions)
-            totals.add(*found)
-            report_seed(*found, verbose=args.seed is not None, out=out)
-            print('seed %d: %d failures, %d differences, %.0f s elapsed' % (
-                seed, len(found[2].failures), len(found[2].differences),
-                time.monotonic() - started), file=out, flush=True)
-    except KeyboardInterrupt:
-        print('stopped during seed %d' % seed, file=out)
-        stopped = True
+
+    def run_one(seed):
+        found = run_seed(seed, variants, actions)
+        totals.add(*found)
+        report_seed(*found, verbose=args.seed is not None, out=out)
+        print('seed %d: %d failures, %d differences, %.0f s elapsed' % (
+            seed, len(found[2].failures), len(found[2].differences),
+            time.monotonic() - started), file=out, flush=True)
+
+    stopped = run_until_stopped(seeds, run_one, out)
     print('\n'.join(totals.report(time.monotonic() - started)), file=out,
           flush=True)
     if stopped:
-        # NOTE: the services of the seed stopped still run their threads,
-        # which would keep the process from exiting.
-        os._exit(1)
+        exit_stopped()
     return 1 if totals.failures or totals.problems else 0
 
 

@@ -21,7 +21,9 @@ Runs where ``NOVA_PCPU_EXT_DIFFERENTIAL`` is set (the ``py313`` and
 
 from nova_pcpu_ext.tests.differential import runner  # isort:skip
 
+import io
 import os
+import signal
 
 import testscenarios
 import testtools
@@ -96,3 +98,24 @@ class SeedBugTest(testtools.TestCase):
              'drop': ('refused', 1), 'legacy_only': ('refused', 2)},
             {variant: (outcomes[0]['outcome'], outcomes[0]['queries'])
              for variant, outcomes in runs.items()})
+
+
+class StoppedRunTest(testtools.TestCase):
+    """A long run stopped with SIGTERM reports the seeds it finished."""
+
+    def test_sigterm_between_seeds(self):
+        self.addCleanup(signal.signal, signal.SIGTERM,
+                        signal.getsignal(signal.SIGTERM))
+        ran = []
+
+        def run_one(seed):
+            if seed == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+            ran.append(seed)
+
+        out = io.StringIO()
+        self.assertTrue(explore.run_until_stopped(range(5), run_one, out))
+        self.assertEqual([0, 1], ran)
+        self.assertEqual('stopped during seed 2\n', out.getvalue())
+        self.assertEqual(['sequences: 0 (steps run, every variant: 0)'],
+                         explore.Totals().report(12.0)[:1])

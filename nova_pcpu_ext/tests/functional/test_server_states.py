@@ -284,13 +284,16 @@ class ServerStatesTest(operator_commands.OperatorCommandTestBase,
             self.action(servers['VERIFY_RESIZE'],
                         {'resize': {'flavorRef': self.flavor(vcpu=2)}},
                         'VERIFY_RESIZE')
-        held = ('resize in flight', 'cold migration in flight')
-        for name in held:
+        held = {
+            'resize in flight': lambda: {
+                'resize': {'flavorRef': self.flavor(vcpu=2)}},
+            'cold migration in flight': lambda: {'migrate': None},
+        }
+        for name, body in held.items():
             if name in servers:
-                body = ({'resize': {'flavorRef': self.flavor(vcpu=2)}}
-                        if name == 'resize in flight' else {'migrate': None})
                 self.disks.servers.add(servers[name]['id'])
-                self.admin_api.post_server_action(servers[name]['id'], body)
+                self.admin_api.post_server_action(servers[name]['id'],
+                                                  body())
         live = servers.get('live migration in flight')
         if live:
             libvirt = self.computes[live['OS-EXT-SRV-ATTR:host']].driver.\

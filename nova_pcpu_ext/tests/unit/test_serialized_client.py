@@ -13,6 +13,8 @@
 import ast
 import functools
 import gc
+import inspect
+import re
 import subprocess
 import sys
 import threading
@@ -21,6 +23,7 @@ from unittest import mock
 import weakref
 
 import fixtures
+from nova.compute import provider_tree
 from nova import exception as nova_exception
 from nova.scheduler.client import report
 
@@ -95,6 +98,7 @@ class ProviderLocksTest(base.TestCase):
     def test_stuck_holder_is_reported_while_waiting(self):
         self.flags(provider_lock_warn_seconds=0.1)
         release = self._holder('a', 'resource tracker update of node1')
+        started = time.monotonic()
         waiter = self._waiter('a', 'compute status update', [])
 
         deadline = time.monotonic() + 5
@@ -102,13 +106,33 @@ class ProviderLocksTest(base.TestCase):
                time.monotonic() < deadline):
             time.sleep(0.05)
         self.assertTrue(waiter.is_alive(), 'the waiter did not wait')
-        self.assertIn('compute status update has waited', self.logger.output)
+        self._assert_waited(r'compute status update has waited ([0-9.]+)s',
+                            started)
         self.assertIn('for provider tree a, held by resource tracker update '
                       'of node1; still waiting.', self.logger.output)
         release.set()
         waiter.join(5)
-        self.assertIn('compute status update got provider tree a after',
-                      self.logger.output)
+        self._assert_waited(r'compute status update got provider tree a '
+                            r'after ([0-9.]+)s\.', started)
+
+    def test_stuck_holder_is_reported_just_after_boot(self):
+        # The monotonic clock starts near 0 at boot. Kills the mutants of
+        # ``time.monotonic() - started`` into ``%``, which equals it only
+        # while the clock reads more than the wait.
+        booted = time.monotonic() - 0.001
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.serialized_client.time',
+            monotonic=lambda: time.monotonic() - booted))
+        self.test_stuck_holder_is_reported_while_waiting()
+
+    def _assert_waited(self, pattern, started):
+        """The wait the log reports is between 0.1 s and the test's.
+
+        Kills the mutants of ``time.monotonic() - started`` in the log.
+        """
+        waited = float(re.search(pattern, self.logger.output).group(1))
+        self.assertGreaterEqual(waited, 0.1)
+        self.assertLessEqual(waited, time.monotonic() - started + 0.05)
 
     def test_short_wait_is_not_logged(self):
         release = self._holder('a', 'periodic')
@@ -150,6 +174,25 @@ class ProviderLocksTest(base.TestCase):
         self.assertEqual([('clear', ['a'])], calls)
         self.assertIsNone(self.locks.holder('a'))
         self.assertEqual([], self.locks.held())
+
+    def test_call_holding_a_free_tree_holds_it_while_it_runs(self):
+        # Kills ReplaceTrueWithFalse 2 (the lock taken but not marked).
+        timeouts = []
+
+        def other_thread():
+            try:
+                with self.locks.hold(['a'], 'status', timeout=0.1):
+                    pass
+            except serialized_client.TreeLockTimeout as error:
+                timeouts.append(error.holder)
+
+        def call():
+            thread = threading.Thread(target=other_thread)
+            thread.start()
+            thread.join(5)
+
+        self.locks.call_holding('a', 'clear', call)
+        self.assertEqual(['clear'], timeouts)
 
     def test_call_holding_a_tree_held_here_runs_now(self):
         calls = []
@@ -214,6 +257,9 @@ class ProviderLocksTest(base.TestCase):
         return interrupted
 
     def test_interrupted_waiter_leaves_the_queue(self):
+        # NOTE: no warning to wake the next waiter: only the interrupted
+        # one's leaving may (kills ReplaceComparisonOperator_Is_IsNot 2).
+        self.flags(provider_lock_warn_seconds=60)
         release = self._holder('a', 'periodic')
         tree_lock = self.locks._lock('a')
         self._interrupt_first_wait(tree_lock)
@@ -252,12 +298,38 @@ class ProviderLocksTest(base.TestCase):
         error = self.assertRaises(serialized_client.TreeLockTimeout, hold)
         self.assertGreaterEqual(time.monotonic() - started, 0.2)
         self.assertEqual('periodic', error.holder)
+        self.assertEqual('provider tree held by periodic', str(error))
         self.assertEqual(0, len(tree_lock._queue))
         self.assertEqual([], self.locks.held())
         release.set()
         acquired = []
         self._waiter('a', 'next', acquired).join(5)
         self.assertEqual(['next'], acquired)
+
+    def test_no_wait_goes_past_the_timeout(self):
+        # Kills ReplaceBinaryOperator_Sub_Add 2 (a wait of the timeout plus
+        # the time waited already), and the mutants that spin: Sub_Mod 2
+        # and those keeping a limit already passed (line 200).
+        self.flags(provider_lock_warn_seconds=0.1)
+        self._holder('a', 'periodic')
+        tree_lock = self.locks._lock('a')
+        stock_wait = tree_lock._cond.wait
+        waits = []
+
+        def wait(timeout=None):
+            waits.append(timeout)
+            return stock_wait(timeout)
+
+        tree_lock._cond.wait = wait
+        self.assertRaises(serialized_client.TreeLockTimeout,
+                          self.locks.hold(['a'], 'status',
+                                          timeout=0.3).__enter__)
+        # The wait until the warning, then the rest of the timeout: a few
+        # waits at most, as a wait returns early only when notified.
+        self.assertGreaterEqual(len(waits), 2)
+        self.assertLessEqual(len(waits), 4, waits)
+        self.assertLessEqual(waits[0], 0.1)
+        self.assertLessEqual(max(waits[1:]), 0.2)
 
     def test_one_timeout_for_all_the_trees(self):
         release_a = self._holder('a', 'periodic a')
@@ -356,10 +428,143 @@ class SerializedClientTest(base.TestCase):
         self.assertEqual([], list(self.client._provider_tree.roots))
         self.assertEqual({}, dict(self.client.provider_locks._locks))
 
+    def test_cache_clear_logged_unless_a_session_rebuild(self):
+        # Kills ReplaceUnaryOperator_Delete_Not 13.
+        self.client.clear_provider_cache(init=True)
+        self.assertNotIn('Clearing', self.logger.output)
+        self.client.clear_provider_cache()
+        self.assertIn("Clearing the report client's provider cache.",
+                      self.logger.output)
+
     def test_session_rebuild_in_a_flush_clears_every_tree(self):
         with self.client.provider_lock('b', 'provider tree flush'):
             self.client.clear_provider_cache(init=True)
             self.assertEqual([], list(self.client._provider_tree.roots))
+
+    def _moved_while_waiting(self, old_root, new_root):
+        """The locks a thread holds for a provider moved while it waited.
+
+        The holder of the provider's tree moves it to ``new_root``.
+        """
+        tree = self.client._provider_tree
+        tree.new_root('node-' + old_root, old_root)
+        tree.new_child('child', old_root, uuid=old_root + '-child')
+
+        def move():
+            # As the cache rebuilt from placement after a reshape.
+            tree.remove(old_root)
+            tree.new_root('node-' + new_root, new_root)
+            tree.new_child('child', new_root, uuid=old_root + '-child')
+
+        go, holder, errors = self._holding(old_root, move)
+        found = []
+
+        def lock_child():
+            with self.client.provider_lock(old_root + '-child', 'update'):
+                found.append(self.client.provider_locks.held()[:])
+
+        waiter = threading.Thread(target=lock_child)
+        waiter.start()
+        self.addCleanup(waiter.join, 10)
+        tree_lock = self.client.provider_locks._lock(old_root)
+        wait_until(lambda: len(tree_lock._queue) == 1)
+        go.set()
+        holder.join(5)
+        waiter.join(5)
+
+        self.assertEqual([], errors)
+        return found
+
+    def test_provider_moved_while_waiting_locks_its_new_tree(self):
+        # Kills ReplaceComparisonOperator_Eq_LtE 2 and Eq_GtE 2 (the old
+        # tree's lock kept when the new root sorts before or after it).
+        self.assertEqual([['0']], self._moved_while_waiting('m', '0'))
+        self.assertEqual([['z']], self._moved_while_waiting('n', 'z'))
+
+    def test_wrappers_keep_nova_s_signature(self):
+        # Kills RemoveDecorator 6 and 8: inspect, and so the feature
+        # detection of another plugin, sees Nova's method through them.
+        def stock(self, context, node, startup=False):
+            """Nova's."""
+
+        wrappers = serialized_client.SerializedReportClientMixin.\
+            method_wrappers
+        for symbol, wrapper in wrappers.items():
+            self.assertEqual(inspect.signature(stock),
+                             inspect.signature(wrapper(stock)), symbol)
+
+    def test_subtree_snapshot_holds_the_tree(self):
+        # Kills AddNot 39 (Nova's subtree method left unwrapped).
+        if not serialized_client._HAS_SUBTREE_METHOD:
+            self.skipTest('this Nova snapshots the whole cache only')
+        held = []
+        self.useFixture(fixtures.MockPatchObject(
+            report.SchedulerReportClient,
+            'get_provider_subtree_and_ensure_root',
+            side_effect=lambda context, rp_uuid: held.append(
+                self.client.provider_locks.held()[:])))
+
+        self.client.get_provider_subtree_and_ensure_root('ctxt', 'a')
+
+        self.assertEqual([['a']], held)
+
+    def test_provider_ensured_under_its_tree_lock(self):
+        # Kills ReplaceOrWithAnd 7 (the new child's lock, not its tree's).
+        held = []
+        self.useFixture(fixtures.MockPatchObject(
+            report.SchedulerReportClient, '_ensure_resource_provider',
+            side_effect=lambda context, uuid, **kwargs: held.append(
+                self.client.provider_locks.held()[:])))
+
+        self.client._ensure_resource_provider('ctxt', 'a')
+        self.client._ensure_resource_provider(
+            'ctxt', 'a1', name='child-of-a', parent_provider_uuid='a')
+
+        self.assertEqual([['a'], ['a']], held)
+
+    def test_lock_of_a_child_is_its_roots(self):
+        # Kills NumberReplacer 15 (the last provider of the tree for its
+        # root).
+        self.client._provider_tree.new_child('child-of-a', 'a', uuid='a1')
+        for child in ('a1', 'child-of-a'):
+            with self.client.provider_lock(child, 'traits update'):
+                self.assertEqual(['a'], self.client.provider_locks.held())
+
+    def _flush(self, write):
+        """A flush of the cached trees whose writes ``write()`` makes."""
+        new_tree = provider_tree.ProviderTree()
+        new_tree.new_root('node-a', 'a')
+        new_tree.new_root('node-b', 'b')
+        self.useFixture(fixtures.MockPatchObject(
+            report.SchedulerReportClient, 'update_from_provider_tree',
+            side_effect=lambda context, tree: write()))
+        self.client.update_from_provider_tree('ctxt', new_tree)
+
+    def test_failed_write_leaves_its_tree_to_be_rebuilt(self):
+        # Kills RemoveDecorator 12 (_writing no context manager).
+        self.useFixture(fixtures.MockPatchObject(
+            report.SchedulerReportClient, 'set_traits_for_provider',
+            side_effect=ValueError('injected')))
+
+        self.assertRaises(ValueError, self._flush, functools.partial(
+            self.client.set_traits_for_provider, 'ctxt', 'b', []))
+
+        self.assertTrue(self.client._provider_tree.exists('a'))
+        self.assertFalse(self.client._provider_tree.exists('b'))
+        self.assertIn('Flushing provider trees b to placement failed '
+                      '(injected); they are rebuilt from placement on the '
+                      'next update.', self.logger.output)
+
+    def test_failure_nova_invalidates_is_left_to_nova(self):
+        # Kills ExceptionReplacer 7 (Nova's invalidation logged as ours).
+        def write():
+            raise nova_exception.ResourceProviderSyncFailed()
+
+        self.assertRaises(nova_exception.ResourceProviderSyncFailed,
+                          self._flush, write)
+
+        self.assertTrue(self.client._provider_tree.exists('b'))
+        self.assertNotIn('Flushing provider trees', self.logger.output)
 
     def _status_update(self, calls):
         def stock(virtapi, context, rp_uuid, enabled):
@@ -444,6 +649,43 @@ class SerializedClientTest(base.TestCase):
 
             self.assertIs(failure, error.__cause__)
             self.assertFalse(self.client._provider_tree.exists('c'))
+
+    def _conflicting_status_update(self, conflicts):
+        """A status update whose first ``conflicts`` attempts conflict.
+
+        :returns: (what it returned, how many attempts it made).
+        """
+        attempts = []
+
+        def stock(virtapi, context, rp_uuid, enabled):
+            attempts.append(rp_uuid)
+            if len(attempts) <= conflicts:
+                raise nova_exception.ResourceProviderUpdateConflict(
+                    uuid=rp_uuid, generation=1, error='conflict')
+            return 'updated'
+
+        result = serialized_client.serialize_status_update(stock)(
+            mock.Mock(reportclient=self.client), 'ctxt', 'a', False)
+        return result, len(attempts)
+
+    def test_status_update_conflict_is_retried(self):
+        # Kills ExceptionReplacer 4 and the mutants of the attempt number
+        # in the log.
+        self.assertEqual(('updated', 2), self._conflicting_status_update(1))
+        self.assertIn('Generation conflict updating the compute status trait '
+                      'of provider a; retrying with fresh traits (attempt 2 '
+                      'of 4).', self.logger.output)
+
+    def test_status_update_gives_up_after_its_attempts(self):
+        # Kills the mutants of ``attempt == STATUS_ATTEMPTS``.
+        attempts = serialized_client.STATUS_ATTEMPTS
+        self.assertEqual(('updated', attempts),
+                         self._conflicting_status_update(attempts - 1))
+        self.assertRaises(nova_exception.ResourceProviderUpdateConflict,
+                          self._conflicting_status_update, attempts)
+        for attempt in range(2, attempts + 1):
+            self.assertIn('(attempt %d of %d)' % (attempt, attempts),
+                          self.logger.output)
 
     def test_status_update_gives_up_after_timeout(self):
         self.flags(provider_lock_timeout=0.3)
@@ -541,6 +783,22 @@ class SerializedClientTest(base.TestCase):
         self.assertEqual([('a', []), ('a', ['a'])], calls)
 
 
+class StatusChangeTest(base.TestCase):
+
+    def test_wait_logged_from_the_start_of_the_change(self):
+        # Kills ReplaceBinaryOperator_Sub_Mod 5 (equal to the difference
+        # only while the wait is shorter than the clock's reading).
+        clock = self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.serialized_client.time')).mock
+        clock.monotonic.side_effect = [10.0, 25.0]
+        change = serialized_client._StatusChange()
+
+        change.went_ahead('a', 'provider tree flush')
+
+        self.assertIn('Compute status update of provider a waited 15.0s',
+                      self.logger.output)
+
+
 class WholeCacheTest(SerializedClientTest):
     """As above, where the resource tracker snapshots the whole cache.
 
@@ -588,11 +846,12 @@ class WholeCacheTest(SerializedClientTest):
         held = []
         update = serialized_client.serialize_update(
             lambda rt, context, node, startup: held.append(
-                self.client.provider_locks.held()[:]))
+                (self.client.provider_locks.held()[:],
+                 self.client.provider_locks.holder('c'))))
         update(mock.Mock(reportclient=self.client), 'ctxt',
                mock.Mock(uuid='c', hypervisor_hostname='node-c'), False)
-        self.assertEqual([[serialized_client.WHOLE_CACHE, 'a', 'b', 'c']],
-                         held)
+        self.assertEqual([([serialized_client.WHOLE_CACHE, 'a', 'b', 'c'],
+                           'resource tracker update of node-c')], held)
 
     def test_status_update_never_loads_a_tree_past_the_deadline(self):
         self.flags(provider_lock_timeout=0.3)
