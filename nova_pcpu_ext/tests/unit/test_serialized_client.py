@@ -496,7 +496,7 @@ class SerializedClientTest(base.TestCase):
     def test_subtree_snapshot_holds_the_tree(self):
         # Kills AddNot 39 (Nova's subtree method left unwrapped).
         if not serialized_client._HAS_SUBTREE_METHOD:
-            self.skipTest('this Nova snapshots the whole cache only')
+            self.skipTest('this Nova has no subtree snapshot method')
         held = []
         self.useFixture(fixtures.MockPatchObject(
             report.SchedulerReportClient,
