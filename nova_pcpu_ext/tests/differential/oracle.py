@@ -22,12 +22,13 @@ Two kinds of rules:
   state has diverged from stock's too);
 * differential rules, checked only while the run is *in step* with stock:
   every earlier step had the same outcome on the same host. Hosts are
-  started in the same order with the same names and node UUIDs, and
-  Nova's weighers are deterministic (``host_subset_size`` 1, no shuffle),
-  so from the same state, with the same candidates, both pick the same
-  host: a different host needs a rule that takes stock's host (or adds
-  one) away. After the first step that differs, the states differ and
-  later steps are counted as not compared.
+  started in the same order with the same names and node UUIDs, Nova's
+  weighers are deterministic (``host_subset_size`` 1, no shuffle) and
+  the runner hands them the hosts in name order, so from the same state,
+  with the same candidates, both pick the same host: a different host
+  needs a rule that takes stock's host (or adds one) away. After the
+  first step that differs, the states differ and later steps are
+  counted as not compared.
 """
 
 import collections
@@ -130,6 +131,17 @@ def _fallback_on_new_style(request, outcome):
     """A pinned request on a new-style host without PCPU: the fallback's."""
     return (_placed(outcome) and request is not None and request.pinned and
             outcome['style'] == 'new' and not outcome['cpu'].get('PCPU'))
+
+
+def seed_bug_can_show(scenario):
+    """Whether any run of ``scenario`` could break the seed-bug rule.
+
+    It takes an isolate request and a hyperthreaded new-style host.
+    """
+    return (any(step.request is not None and step.request.isolate
+                for step in scenario.steps) and
+            any(host.style == 'new' and host.hyperthreads
+                for host in scenario.hosts))
 
 
 def own_rules(variant, request, outcome):

@@ -38,6 +38,7 @@ import uuid
 import fixtures
 from nova.compute import manager as compute_manager
 from nova.compute import resource_tracker
+from nova.scheduler import host_manager
 from nova import service as nova_service
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client
@@ -127,6 +128,31 @@ class PerHostCpus(fixtures.Fixture):
         return None
 
 
+class HostsInNameOrder(fixtures.Fixture):
+    """The scheduler weighs the candidates' hosts in the order of names.
+
+    Nova hands its weighers the host states in the order of a set
+    (``HostManager._get_host_states``), and the sort by weight keeps that
+    order among equal weights. That order follows string hashing, which
+    changes per process, and the set's other members, which differ where
+    a mode narrows or drops the fallback query: two runs could pick
+    different hosts of equal weight from the same state (seeds 408 and
+    437). In name order, both pick the first of the best.
+    """
+
+    def _setUp(self):
+        in_set_order = host_manager.HostManager._get_host_states
+
+        def in_name_order(manager, *args, **kwargs):
+            states = in_set_order(manager, *args, **kwargs)
+            return iter(sorted(states, key=lambda state: (
+                state.host, state.nodename)))
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.host_manager.HostManager._get_host_states',
+            in_name_order))
+
+
 class ScenarioCase(base.ExtensionTestBase):
     """One variant of one scenario; :attr:`outcomes` gets one per step."""
 
@@ -143,6 +169,7 @@ class ScenarioCase(base.ExtensionTestBase):
         if self.variant != 'stock':
             self.useFixture(base.StripIsolateMitigation())
         self.cpus = self.useFixture(PerHostCpus())
+        self.useFixture(HostsInNameOrder())
         # NOTE: fakelibvirt has no disks to move; Nova's own NUMA resize
         # tests stub this the same way.
         self.useFixture(fixtures.MockPatch(

@@ -24,7 +24,10 @@ from nova_pcpu_ext.tests.differential import runner  # isort:skip
 import io
 import os
 import signal
+import types
 
+import fixtures
+from nova.scheduler import host_manager
 import testscenarios
 import testtools
 
@@ -98,6 +101,28 @@ class SeedBugTest(testtools.TestCase):
              'drop': ('refused', 1), 'legacy_only': ('refused', 2)},
             {variant: (outcomes[0]['outcome'], outcomes[0]['queries'])
              for variant, outcomes in runs.items()})
+
+
+class HostsInNameOrderTest(testtools.TestCase):
+    """The harness gives Nova's weighers the hosts in the order of names.
+
+    Equal weights keep that order, so two runs from the same state pick
+    the same host whatever the other candidates and string hashing.
+    """
+
+    def test_states_sorted_by_host_and_node(self):
+        names = [('host3', 'host3'), ('host1', 'b'), ('host1', 'a')]
+        states = [types.SimpleNamespace(host=host, nodename=node)
+                  for host, node in names]
+        self.useFixture(fixtures.MockPatch(
+            'nova.scheduler.host_manager.HostManager._get_host_states',
+            return_value=iter(states)))
+        self.useFixture(runner.HostsInNameOrder())
+
+        ordered = host_manager.HostManager._get_host_states(None, {}, {})
+
+        self.assertEqual(sorted(names), [(state.host, state.nodename)
+                                         for state in ordered])
 
 
 class StoppedRunTest(testtools.TestCase):

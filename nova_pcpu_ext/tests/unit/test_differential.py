@@ -163,6 +163,16 @@ class OracleTest(testtools.TestCase):
             'stock': [refused()], 'stock-stripped': [ON_NEW_HT_VCPU]})
         self.assertEqual((1, []), (verdict.bug_shown, verdict.findings))
 
+    def test_seed_bug_shows_only_with_isolate_and_a_new_style_ht_host(self):
+        self.assertTrue(oracle.seed_bug_can_show(scenario(
+            boot(UNPINNED), generator.Step('resize', ISOLATE, server=0))))
+        self.assertFalse(oracle.seed_bug_can_show(scenario(
+            boot(DEDICATED), generator.Step('migrate', None, server=0))))
+        no_new_ht = (HOSTS[1], dataclasses.replace(HOSTS[0],
+                                                   hyperthreads=False))
+        self.assertFalse(oracle.seed_bug_can_show(generator.Scenario(
+            seed=7, hosts=no_new_ht, steps=(boot(ISOLATE),))))
+
     def test_drop_refusing_isolate_stock_placed_on_legacy_is_allowed(self):
         self.assertEqual([('drop-isolate-off-legacy', True)], self.rules(
             [boot(ISOLATE)], [ON_LEGACY], [refused(1)]))
