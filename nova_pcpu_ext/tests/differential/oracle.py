@@ -49,6 +49,9 @@ RULES = {
     'drop-isolate-off-legacy': (
         CHANGES_PAGE, 'drop: an isolate server no longer lands on, or '
         'moves to, any legacy host, with or without hyperthreads.'),
+    'drop-isolate-no-fallback-to-new-style': (
+        CHANGES_PAGE, 'drop: no isolate server is placed on a new-style '
+        'host through the VCPU fallback query.'),
     'legacy-only-no-fallback-to-new-style': (
         CHANGES_PAGE, 'legacy_only: no pinned server is placed on a '
         'new-style host through the VCPU fallback query.'),
@@ -154,6 +157,9 @@ def own_rules(variant, request, outcome):
         broken.append('seed-bug')
     if variant == 'drop' and request.isolate and outcome['style'] == 'legacy':
         broken.append('drop-isolate-off-legacy')
+    if (variant == 'drop' and request.isolate and
+            _fallback_on_new_style(request, outcome)):
+        broken.append('drop-isolate-no-fallback-to-new-style')
     if (variant == 'legacy_only' and
             _fallback_on_new_style(request, outcome)):
         broken.append('legacy-only-no-fallback-to-new-style')
@@ -164,6 +170,9 @@ def _stock_host_taken_away(mode, request, stock):
     """The rule that takes stock's host away from the mode, if any."""
     if mode == 'drop' and request.isolate and stock['style'] == 'legacy':
         return 'drop-isolate-off-legacy'
+    if (mode == 'drop' and request.isolate and
+            _fallback_on_new_style(request, stock)):
+        return 'drop-isolate-no-fallback-to-new-style'
     if (mode == 'legacy_only' and
             _fallback_on_new_style(request, stock)):
         return 'legacy-only-no-fallback-to-new-style'

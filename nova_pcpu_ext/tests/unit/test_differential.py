@@ -181,6 +181,17 @@ class OracleTest(testtools.TestCase):
         self.assertIn(('drop-isolate-off-legacy', False), self.rules(
             [boot(ISOLATE)], [ON_LEGACY], [dict(ON_LEGACY, queries=1)]))
 
+    def test_drop_never_uses_the_fallback_for_isolate_on_new_style(self):
+        # Seed 580: stock moved an isolate server onto VCPU of a
+        # new-style host without hyperthreads, the fallback's answer.
+        on_new_vcpu = placed('host0', 'new', False, {'VCPU': 1})
+        self.assertEqual(
+            [('drop-isolate-no-fallback-to-new-style', True)],
+            self.rules([boot(ISOLATE)], [on_new_vcpu], [refused(1)]))
+        self.assertIn(('drop-isolate-no-fallback-to-new-style', False),
+                      self.rules([boot(ISOLATE)], [on_new_vcpu],
+                                 [dict(on_new_vcpu, queries=1)]))
+
     def test_refusing_what_stock_places_fails_without_a_rule(self):
         self.assertEqual([('kept', False)], self.rules(
             [boot(DEDICATED)], [ON_LEGACY], [refused()]))
