@@ -155,26 +155,25 @@ def own_rules(variant, request, outcome):
     if (request.isolate and outcome['style'] == 'new' and
             outcome['hyperthreads'] and outcome['cpu'].get('VCPU')):
         broken.append('seed-bug')
-    if variant == 'drop' and request.isolate and outcome['style'] == 'legacy':
-        broken.append('drop-isolate-off-legacy')
-    if (variant == 'drop' and request.isolate and
-            _fallback_on_new_style(request, outcome)):
-        broken.append('drop-isolate-no-fallback-to-new-style')
-    if (variant == 'legacy_only' and
-            _fallback_on_new_style(request, outcome)):
-        broken.append('legacy-only-no-fallback-to-new-style')
+    rule = _never_placed_so(variant, request, outcome)
+    if rule:
+        broken.append(rule)
     return broken
 
 
-def _stock_host_taken_away(mode, request, stock):
-    """The rule that takes stock's host away from the mode, if any."""
-    if mode == 'drop' and request.isolate and stock['style'] == 'legacy':
+def _never_placed_so(mode, request, outcome):
+    """The rule by which ``mode`` never places as ``outcome``, if any.
+
+    Broken where the mode's own outcome is so; where stock's is, the rule
+    takes stock's host away from the mode.
+    """
+    if mode == 'drop' and request.isolate and outcome['style'] == 'legacy':
         return 'drop-isolate-off-legacy'
     if (mode == 'drop' and request.isolate and
-            _fallback_on_new_style(request, stock)):
+            _fallback_on_new_style(request, outcome)):
         return 'drop-isolate-no-fallback-to-new-style'
     if (mode == 'legacy_only' and
-            _fallback_on_new_style(request, stock)):
+            _fallback_on_new_style(request, outcome)):
         return 'legacy-only-no-fallback-to-new-style'
     return None
 
@@ -189,7 +188,7 @@ def differential_rule(mode, step, request, stock, own):
     if request is None:
         return ('kept', False)
     if _placed(stock) and not _placed(own):
-        rule = _stock_host_taken_away(mode, request, stock)
+        rule = _never_placed_so(mode, request, stock)
         return (rule, True) if rule else ('kept', False)
     if _placed(own) and not _placed(stock):
         if _past_the_cut(mode, step, request, own):
@@ -201,7 +200,7 @@ def differential_rule(mode, step, request, stock, own):
         return None if same else ('kept', False)
     if (stock['host'], stock['cpu']) == (own['host'], own['cpu']):
         return None
-    rule = _stock_host_taken_away(mode, request, stock)
+    rule = _never_placed_so(mode, request, stock)
     if rule:
         return (rule, True)
     if _past_the_cut(mode, step, request, own):
