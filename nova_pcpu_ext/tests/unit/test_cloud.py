@@ -284,6 +284,20 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
             unexpected, _ = logs.unexpected_errors(self.dir, events=[stop])
             self.assertEqual(unexpected_records, len(unexpected), stop)
 
+    def test_an_inventory_409_of_a_fake_compute_after_its_start_only(self):
+        record = (
+            '2026-01-01 00:%s 7 ERROR nova.scheduler.client.report [None '
+            'req-a - - - - - -] [req-b] Failed to update inventory to [{}] '
+            'for resource provider with UUID p.  Got 409: {"errors": [{'
+            '"status": 409, "code": "placement.concurrent_update"}]}\n')
+        self.write('ext-compute-noht.log', ''.join(
+            record % t for t in ('00:40.000', '03:00.000')))
+        self.write('ext-compute-libvirt.log', record % '03:00.000')
+        start = ('stop of compute-noht', 'ext', self.START, self.START + 10)
+        unexpected, _ = logs.unexpected_errors(self.dir, events=[start])
+        self.assertEqual([('ext-compute-noht.log', (record % '03:00.000'
+                                                    ).strip())], unexpected)
+
     # A status update past provider_lock_timeout, and the race it can meet.
     LOCK_TIMEOUT = (
         '2026-01-01 00:00:10.000 7 WARNING nova_pcpu_ext.serialized_client '
