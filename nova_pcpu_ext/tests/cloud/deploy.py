@@ -74,6 +74,12 @@ COMPUTES = (
 INITIAL_RATIOS_BEFORE_2023_1 = {'initial_cpu_allocation_ratio': '16.0',
                                 'initial_ram_allocation_ratio': '1.5'}
 
+#: [DEFAULT] manager_shutdown_timeout of a compute on Nova 2026.1, which
+#: sleeps that long on SIGTERM whatever it runs (160 s by default, past the
+#: 30 s a stop gives it before SIGKILL). Later series wait for the tasks in
+#: progress only, up to Nova's default.
+SHUTDOWN_SLEEP_2026_1 = '10'
+
 #: The extension's compute that runs as kolla's image runs it (deploy/kolla):
 #: nova-pcpu-ext-compute's console script copied as ``nova-compute``.
 KOLLA_SWAPPED = 'libvirt'
@@ -517,6 +523,7 @@ class NovaDeployment:
                    '%s --config-file %s' % (
                        os.path.join(release.bin, 'privsep-helper'),
                        conf_path))
+        set_shutdown_sleep(conf_path, release.series)
         command = self.compute_command(compute, conf_path)
         env, cwd = self.env(compute.host, compute.eventlet), None
         if compute.fake:
@@ -579,10 +586,20 @@ def conf_path_of(deployment_dir, host):
     return os.path.join(deployment_dir, 'nova-cpu-%s.conf' % host)
 
 
+def set_shutdown_sleep(path, series):
+    """A compute's manager_shutdown_timeout for ``series``."""
+    if series == '2026.1':
+        set_option(path, 'DEFAULT', 'manager_shutdown_timeout',
+                   SHUTDOWN_SLEEP_2026_1)
+    else:
+        unset_options(path, 'DEFAULT', ['manager_shutdown_timeout'])
+
+
 def set_option(path, section, name, value):
     """Set an option of a configuration file."""
     with _editing(path) as parser:
-        if not parser.has_section(section):
+        if (section != parser.default_section and
+                not parser.has_section(section)):
             parser.add_section(section)
         parser.set(section, name, value)
 

@@ -13,6 +13,7 @@
 """The loopback cloud's verdicts and log scanning, on recorded input; its
 drill client against a local HTTP server."""
 
+import configparser
 import http.server
 from importlib import metadata
 import itertools
@@ -272,15 +273,19 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
             'stop of compute-ht', 'ext', self.START, self.START + 6)])
         self.assertEqual([], unexpected)
 
-    def test_a_build_during_a_graceful_shutdown_in_its_stop_only(self):
+    def test_work_during_a_graceful_shutdown_in_its_stop_only(self):
         self.write('ext-compute-ht.log', (
             '2026-01-01 00:00:05.000 7 ERROR oslo_messaging.rpc.server [-] '
             'Exception during message handling: RuntimeError: Cannot create '
             'the long_task thread pool executor because shutdown has been '
-            'started.\n'))
+            'started.\n'
+            '2026-01-01 00:00:05.100 7 ERROR oslo_service.periodic_task [-] '
+            'Error during ComputeManager.update_available_resource: Runtime'
+            'Error: Cannot create the update_resources thread pool executor '
+            'because shutdown has been started.\n'))
         for stop, unexpected_records in (
                 (('stop of compute-ht', 'ext', self.START, None), 0),
-                (('stop of compute-noht', 'ext', self.START, None), 1)):
+                (('stop of compute-noht', 'ext', self.START, None), 2)):
             unexpected, _ = logs.unexpected_errors(self.dir, events=[stop])
             self.assertEqual(unexpected_records, len(unexpected), stop)
 
@@ -748,6 +753,21 @@ class JourneyRatiosTest(testtools.TestCase):
         self.assertEqual([], repaired.ratios_changed())
         self.assertEqual(['ht MEMORY_MB 1.5 -> 1.0', 'ht VCPU 16.0 -> 4.0',
                           'noht VCPU 4.0 -> 0.0'], cut.ratios_changed())
+
+
+class ComputeConfTest(testtools.TestCase):
+
+    def test_only_a_2026_1_compute_sleeps_less_on_its_stop(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'c')
+        deploy.write_conf(path, {'DEFAULT': {'host': 'ht'}})
+        for series, expected in (('2025.1', None), ('2026.1', '10'),
+                                 ('2026.2', None)):
+            deploy.set_shutdown_sleep(path, series)
+            parser = configparser.ConfigParser()
+            parser.read(path)
+            self.assertEqual(expected, parser.defaults().get(
+                'manager_shutdown_timeout'), series)
+            self.assertEqual('ht', parser.defaults()['host'])
 
 
 class ProcessesTest(testtools.TestCase):
