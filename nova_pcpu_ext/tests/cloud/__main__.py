@@ -38,6 +38,7 @@ from nova_pcpu_ext.tests.cloud import drills
 from nova_pcpu_ext.tests.cloud import journey
 from nova_pcpu_ext.tests.cloud import logs
 from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests.cloud import progress
 from nova_pcpu_ext.tests.cloud import releases
 from nova_pcpu_ext.tests.cloud import tempest_run
 from nova_pcpu_ext.tests import placement_server
@@ -96,11 +97,13 @@ class Phases:
 
     def __call__(self, name, function, *args):
         start, began = time.monotonic(), time.time()
+        progress.line('%s: started' % name)
         try:
             return function(*args)
         finally:
             self.seconds[name] = round(time.monotonic() - start, 1)
             self.windows[name] = (began, time.time())
+            progress.line('%s: %.0f s' % (name, self.seconds[name]))
 
 
 class MemorySampler(threading.Thread):

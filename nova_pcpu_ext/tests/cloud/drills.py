@@ -33,9 +33,10 @@ from oslo_config import cfg
 from nova_pcpu_ext import conf as pcpu_conf
 from nova_pcpu_ext.tests.cloud import deploy
 from nova_pcpu_ext.tests.cloud import logs
+from nova_pcpu_ext.tests.cloud import progress
 
-#: update_resources_interval of every compute of the cloud.
-INTERVAL = deploy.UPDATE_INTERVAL
+#: update_resources_interval of every compute of the cloud in the drills.
+INTERVAL = deploy.DRILL_UPDATE_INTERVAL
 DISABLED = 'COMPUTE_STATUS_DISABLED'
 REAL_LIBVIRT_HOSTS = {c.host for c in deploy.COMPUTES if not c.fake}
 SEED = 1889633
@@ -114,6 +115,12 @@ class Target:
         """Whether ``host``'s compute reported its state after ``since``."""
         return _epoch(self.services()[host]['updated_at']) > since
 
+    def answers(self, host):
+        """Whether ``host``'s compute answers a call (its uptime)."""
+        return self.compute('GET', '/os-hypervisors/%s/uptime' %
+                            self.providers[host], microversion='2.87')[
+            'hypervisor']['uptime']
+
     def computes_alive(self):
         return all(self.procs.pid(self.deployment.service(
             'compute-' + c.host)) in self.procs.running().values()
@@ -151,6 +158,19 @@ def _size(path):
         return os.path.getsize(path)
     except FileNotFoundError:
         return 0
+
+
+# Before the drills ---------------------------------------------------------
+
+def updates_every_interval(target):
+    """Every compute restarted to update its resources each INTERVAL."""
+    target.deployment.restart_computes(INTERVAL)
+    return {
+        'every compute back (s)': _wait(lambda: all(
+            target.answers(c.host) for c in target.deployment.computes),
+            120),
+        'computes alive': target.computes_alive(),
+    }
 
 
 # Drill 1 ------------------------------------------------------------------
@@ -591,16 +611,21 @@ STARTED = re.compile(r'Starting \S+ node')
 
 
 def bad_config(target, options):
-    """Restart services with one invalid option each, then restore them."""
-    outcomes = {}
+    """Start services with one invalid option each, then restore them.
+
+    The services stop first; then every option is tried at once, each in
+    a process of its own.
+    """
+    services = sorted({target.deployment.service(o[0]) for o in options})
+    target.procs.stop(*services)
     try:
-        for service, section, option, value in options:
-            outcomes[option] = start_with(target, service, section, option,
-                                          value)
+        with concurrent.futures.ThreadPoolExecutor(len(options)) as pool:
+            outcomes = dict(zip([o[2] for o in options], pool.map(
+                lambda o: start_with(target, *o), options)))
     finally:
         restored = time.time()
-        for service in sorted({o[0] for o in options}):
-            target.procs.start_again(target.deployment.service(service))
+        for service in services:
+            target.procs.start_again(service)
     back = _wait(lambda: all(
         _epoch(s['updated_at']) > restored
         for s in target.compute('GET', '/os-services')['services']
@@ -617,7 +642,7 @@ def bad_config(target, options):
 
 
 def start_with(target, service, section, option, value):
-    """Start ``service`` with ``option = value``; what became of it."""
+    """Start the stopped ``service`` with ``option = value``; its fate."""
     name = target.deployment.service(service)
     argv, env, cwd = target.procs.commands[name]
     trial = 'drill-%s-%s' % (name, option)
@@ -631,7 +656,6 @@ def start_with(target, service, section, option, value):
         os.unlink(log)
     argv = [log if i and argv[i - 1] == '--log-file' else arg
             for i, arg in enumerate(argv)] + ['--config-file', override]
-    target.procs.stop(name)
     target.procs.start(trial, argv, env=env, cwd=cwd)
     started_at = None
     deadline = time.monotonic() + 90
@@ -810,6 +834,9 @@ CHECKS = (
           'True', lambda v: v),
     Check('rabbitmq restart', 'server booted after restart', 'ACTIVE',
           lambda v: v == 'ACTIVE'),
+    Check('updates every second', 'every compute back (s)', 'back',
+          lambda v: v is not None),
+    Check('updates every second', 'computes alive', 'True', lambda v: v),
     Check('compute kill', 'converged after restart (s, start-up included)',
           'converged', lambda v: v is not None),
     Check('compute kill', 'lowest allocation ratio seen', '> 0',
@@ -847,6 +874,8 @@ def drills(mode):
     """(name, function(targets)) in the order they run."""
     seconds, servers, bad = SIZES[mode]
     return (
+        ('updates every second', lambda ts: on_each(
+            ts, updates_every_interval)),
         ('status storm', lambda ts: on_each(ts, status_storm, seconds)),
         ('placement restart', lambda ts: on_each(ts, placement_restart)),
         ('rabbitmq restart', rabbitmq_restart),
@@ -877,6 +906,7 @@ def run(cloud, mode):
             figures[name] = {'ext': {'error': '%s: %s' % (
                 type(error).__name__, error)}}
         seconds[name] = round(time.monotonic() - start, 1)
+        progress.line('drill %s: %.0f s' % (name, seconds[name]))
         events.append(('drill ' + name, '*', began, time.time()))
         retried[name] = {t.name: len(t.conn.retried) - before[t.name]
                          for t in targets}

@@ -38,6 +38,7 @@ from nova_pcpu_ext import heal
 from nova_pcpu_ext.tests.cloud import deploy
 from nova_pcpu_ext.tests.cloud import drills
 from nova_pcpu_ext.tests.cloud import processes
+from nova_pcpu_ext.tests.cloud import progress
 from nova_pcpu_ext.tests import grenade
 
 HYPERTHREADING = 'HW_CPU_HYPERTHREADING'
@@ -52,6 +53,9 @@ UPGRADES = ('2026.1', '2026.2')
 VCPU_RATIO = 4.0
 #: Seconds a restarted service has to be back.
 BACK_TIMEOUT = 120
+#: Computes restarted at once, in the first of two batches (the batches
+#: of install/large-cloud.rst): the other batch serves boots meanwhile.
+COMPUTE_BATCH = 2
 #: The compute the grenade resources disable; the load leaves it alone.
 GRENADE_DISABLED_HOST = 'ht'
 #: Never disabled by the load: it has room for a server of every kind, so
@@ -355,7 +359,7 @@ class Journey:
             return sorted(host for host in self.target.providers if (
                 services[host]['status'] == 'disabled') != (
                 drills.DISABLED in self.target.traits(host)))
-        drills._wait(lambda: not disagreeing(), 5 * drills.INTERVAL)
+        drills._wait(lambda: not disagreeing(), 5 * deploy.UPDATE_INTERVAL)
         return disagreeing()
 
     def ratio(self, host, resource_class='VCPU'):
@@ -444,42 +448,57 @@ class Journey:
         return services
 
     def roll(self, on, load=None):
-        """Switch every service, one at a time; seconds until each reports.
+        """Switch every service; seconds until each reports.
 
-        On: the scheduler first, then the computes; off: the reverse. Also
-        the seconds from noht's report until placement has its ratio.
+        On: the scheduler first, then the computes in two batches; off:
+        the reverse. Also the seconds from noht's report until placement
+        has its ratio.
         """
         self.deployment.switch_extension(on)
         if not on:
             self.stock_windows.append([time.time(), None])
         back_in, ratio_fixed = {}, None
         services = self.services()
-        names = list(services)
-        for name in names if on else names[1:] + names[:1]:
-            if name == 'scheduler' and load:
+        scheduler = {'scheduler': services.pop('scheduler')}
+        batches = [scheduler] + self.batches(services)
+        for batch in batches if on else batches[1:] + batches[:1]:
+            if batch is scheduler and load:
                 # From its stop on, a stock scheduler may take a request.
                 load.scheduler_has_extension = False
-            back_in[name] = self.restart(on, name, *services[name])
-            if name == 'scheduler' and load:
+            back_in.update(self.restart_together(on, batch))
+            if batch is scheduler and load:
                 load.scheduler_has_extension = on
-            if on and name == 'noht':
+            if on and 'noht' in batch:
                 ratio_fixed = drills._wait(
                     lambda: self.ratio('noht') == VCPU_RATIO,
-                    2 * drills.INTERVAL)
+                    2 * deploy.UPDATE_INTERVAL)
         if on:
             self.stock_windows[-1][1] = time.time()
         return back_in, ratio_fixed
 
+    @staticmethod
+    def batches(computes):
+        """The two batches of ``computes`` ({host: ...}), in their order."""
+        hosts = list(computes)
+        return [{host: computes[host] for host in batch}
+                for batch in (hosts[:COMPUTE_BATCH], hosts[COMPUTE_BATCH:])]
+
     def all_at_once(self):
         """Switch every service on at once; seconds until each reports."""
         self.deployment.switch_extension(True)
-        services = self.services()
-        with concurrent.futures.ThreadPoolExecutor(len(services)) as pool:
-            futures = {name: pool.submit(self.restart, True, name, *service)
-                       for name, service in services.items()}
-            back_in = {name: f.result() for name, f in futures.items()}
+        back_in = self.restart_together(True, self.services())
         self.stock_windows[-1][1] = time.time()
         return back_in
+
+    def restart_together(self, on, services):
+        """:meth:`restart` ``services`` ({name: (service, start)}) at once.
+
+        Seconds until each is back.
+        """
+        with concurrent.futures.ThreadPoolExecutor(len(services)) as pool:
+            futures = {name: pool.submit(self.restart, on, name, *service)
+                       for name, service in services.items()}
+            return {name: f.result() for name, f in futures.items()}
 
     def under_load(self, on):
         """:meth:`roll` under load, with what the load and the cloud saw."""
@@ -529,8 +548,8 @@ class Journey:
         """``seed()`` with Nova's late check for bug 1889633 stripped.
 
         As clouds ran before Victoria's check: the scheduler and the
-        new-style hyperthreaded compute restart without it, and as they
-        were afterwards.
+        new-style hyperthreaded compute restart together without it, and
+        as they were afterwards.
         """
         scheduler = self.deployment.service('nova-scheduler')
         argv, env, _cwd = self.target.procs.commands[scheduler]
@@ -538,14 +557,14 @@ class Journey:
         (ht,) = [c for c in self.deployment.computes if c.host == 'ht']
 
         def restart(stripped):
-            self.restart(False, 'scheduler', 'nova-scheduler',
-                         lambda: self.target.procs.start(scheduler, (
-                             [release.python, '-m',
-                              'nova_pcpu_ext.tests.late_check'] if stripped
-                             else []) + argv, env=env, cwd=release.prefix))
-            self.restart(False, 'ht', 'compute-ht',
-                         lambda: self.deployment.start_compute(
-                             ht, strip_late_check=stripped))
+            strip = [release.python, '-m', 'nova_pcpu_ext.tests.late_check']
+            start = self.target.procs.start
+            self.restart_together(False, {
+                'scheduler': ('nova-scheduler', lambda: start(
+                    scheduler, (strip if stripped else []) + argv, env=env,
+                    cwd=release.prefix)),
+                'ht': ('compute-ht', lambda: self.deployment.start_compute(
+                    ht, strip_late_check=stripped))})
 
         restart(stripped=True)
         try:
@@ -735,9 +754,10 @@ class Journey:
         """Upgrade to ``series`` under load, as install/upgrading.rst says.
 
         placement and the controllers first (their database migrations
-        with the new release's tools), while the load pauses; then each
-        compute, so that computes of the old release serve boots beside
-        the new controllers; the online data migrations last.
+        with the new release's tools), while the load pauses; then the
+        computes in two batches, so that computes of the old release serve
+        boots beside the new controllers and the new computes (one boot at
+        least between the batches); the online data migrations last.
         """
         new = self.cloud.releases[series]
         nova_before, _, ext_before, _ = self.both_checks()
@@ -749,11 +769,16 @@ class Journey:
             time.sleep(self.load_seconds)
             with load.paused():
                 back_in['controllers'] = self.upgrade_controllers(new)
+            del services['scheduler']
+            first, second = self.batches(services)
+            self.deployment.run_on(new, list(first))
+            back_in.update(self.restart_together(None, first))
+            # Computes of both releases serve boots: one ends at least
+            # before the second batch restarts.
             booted = load.booted()
-            for compute in self.deployment.computes:
-                self.deployment.run_on(new, [compute.host])
-                back_in[compute.host] = self.restart(
-                    None, compute.host, *services[compute.host])
+            drills._wait(lambda: load.booted() > booted, BACK_TIMEOUT)
+            self.deployment.run_on(new, list(second))
+            back_in.update(self.restart_together(None, second))
             mixed = load.booted() - booted
             self.deployment.manage('db', 'online_data_migrations')
             time.sleep(self.load_seconds)
@@ -788,8 +813,11 @@ class Journey:
         procs.stop(deployment.service('placement'))
         deployment.run_on(release, ['placement'])
         deployment.start_placement()  # placement-manage db sync first
+        # Killed after 10 s: 2026.1's never exit on SIGTERM (their parent
+        # processes wait for an RPC server they never started), and the
+        # load pauses, so no request is in flight.
         procs.stop(*[deployment.service(name) for name in (
-            'nova-api', 'nova-conductor', 'nova-scheduler')])
+            'nova-api', 'nova-conductor', 'nova-scheduler')], timeout=10)
         deployment.run_on(release, ['controllers'])
         deployment.manage('api_db', 'sync')
         deployment.manage('db', 'sync')
@@ -823,6 +851,8 @@ class Journey:
                 self.steps[name] = {'error': '%s: %s' % (
                     type(error).__name__, error)}
             self.seconds[name] = round(time.monotonic() - start, 1)
+            progress.line('journey step %s: %.0f s' % (
+                name, self.seconds[name]))
             if 'error' in self.steps[name]:
                 break
         self.clean_up()
@@ -923,7 +953,7 @@ CHECKS = (
     Check('before', 'legacy servers listed as skipped', '2',
           lambda v: v == 2),
     Check('rolling enable', 'noht ratio fixed after its restart (s)',
-          '<= %s (one periodic update)' % (2 * drills.INTERVAL), _back),
+          '<= %s (one periodic update)' % (2 * deploy.UPDATE_INTERVAL), _back),
     Check('repair', 'victims healed', '1', lambda v: v == 1),
     Check('repair', 'heal exit code', '0', lambda v: v == 0),
     Check('repair', 'legacy servers moved or changed', 'none', _none),

@@ -25,6 +25,7 @@ import textwrap
 import threading
 import time
 import types
+import unittest.mock
 
 import fixtures
 from keystoneauth1 import exceptions as ks_exceptions
@@ -768,6 +769,57 @@ class ComputeConfTest(testtools.TestCase):
             self.assertEqual(expected, parser.defaults().get(
                 'manager_shutdown_timeout'), series)
             self.assertEqual('ht', parser.defaults()['host'])
+
+
+class ComputeRestartTest(testtools.TestCase):
+
+    def test_every_compute_restarts_with_the_update_interval(self):
+        deployment = deploy.NovaDeployment.__new__(deploy.NovaDeployment)
+        deployment.name = 'ext'
+        deployment.dir = self.useFixture(fixtures.TempDir()).path
+        deployment.computes = list(deploy.COMPUTES)
+        deployment.procs = unittest.mock.Mock()
+        deployment.start_compute = unittest.mock.Mock()
+        for compute in deploy.COMPUTES:
+            deploy.write_conf(deploy.conf_path_of(deployment.dir,
+                                                  compute.host),
+                              {'DEFAULT': {'update_resources_interval': '10'}})
+
+        deployment.restart_computes(1)
+
+        deployment.procs.stop.assert_called_once_with(
+            'ext-compute-ht', 'ext-compute-noht', 'ext-compute-legacy-ht',
+            'ext-compute-libvirt', timeout=10)
+        self.assertEqual(list(deploy.COMPUTES), [
+            call.args[0] for call in deployment.start_compute.call_args_list])
+        for compute in deploy.COMPUTES:
+            parser = configparser.ConfigParser()
+            parser.read(deploy.conf_path_of(deployment.dir, compute.host))
+            self.assertEqual('1', parser.defaults()[
+                'update_resources_interval'])
+
+
+class JourneyBatchesTest(testtools.TestCase):
+
+    def rolled(self, on):
+        journey_ = journey.Journey.__new__(journey.Journey)
+        journey_.deployment = unittest.mock.Mock()
+        journey_.stock_windows = [[0, None]]
+        journey_.services = lambda: dict.fromkeys(
+            ['scheduler', 'ht', 'noht', 'legacy-ht', 'libvirt'])
+        journey_.ratio = lambda host: journey.VCPU_RATIO
+        order = []
+        journey_.restart_together = lambda on, batch: order.append(
+            list(batch)) or dict.fromkeys(batch, 1.0)
+        back_in, _ = journey_.roll(on)
+        self.assertEqual(5, len(back_in))
+        return order
+
+    def test_scheduler_first_on_and_last_off_computes_in_two_batches(self):
+        self.assertEqual([['scheduler'], ['ht', 'noht'],
+                          ['legacy-ht', 'libvirt']], self.rolled(on=True))
+        self.assertEqual([['ht', 'noht'], ['legacy-ht', 'libvirt'],
+                          ['scheduler']], self.rolled(on=False))
 
 
 class ProcessesTest(testtools.TestCase):
