@@ -409,9 +409,7 @@ class Journey:
             (record,) = self.target.compute(
                 'GET', '/os-services?binary=nova-scheduler')['services']
             return record['updated_at']
-        return self.target.compute(
-            'GET', '/os-hypervisors/%s/uptime' % self.target.providers[
-                service], microversion='2.87')['hypervisor']['uptime']
+        return self.target.answers(service)
 
     def pids(self, service):
         group = self.target.procs.running().get(
