@@ -439,6 +439,15 @@ class DrillVerdictTest(testtools.TestCase):
         self.assertEqual([3, 0], [results['rows'][0][k]
                                   for k in ('stock', 'ext')])
 
+    def test_the_short_form_runs_on_the_extension_without_bad_config(self):
+        short, full = ([name for name, _ in drills.drills(mode)]
+                       for mode in ('short', 'full'))
+        self.assertEqual([n for n in full if n != 'bad config'], short)
+        self.assertIn('bad config', full)
+        results = {'rows': drills.rows({'compute kill': {
+            'ext': {'computes alive': True}}})}
+        self.assertEqual('not run', results['rows'][0]['stock'])
+
     def test_a_freeze_that_missed_is_tried_again(self):
         caught, waited = ('periodic update caught reading placement',
                           'status update waited for the tree lock')
