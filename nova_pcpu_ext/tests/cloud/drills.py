@@ -49,7 +49,6 @@ SEED = 1889633
 #: to 4.0 s); a compute that stops trying meets the 30 s limit.
 PLACEMENT_CONVERGES = 3 * (2 ** (deploy.PLACEMENT_CONNECT_RETRIES - 2) +
                            2 * INTERVAL)
-#: (seconds of disable/enable storm, servers booted, bad options tried)
 #: Per form: the status storm's seconds, the boot storm's servers, and
 #: whether the bad configuration drill runs. The short form leaves it out:
 #: test_console_scripts starts the services with those options on every
