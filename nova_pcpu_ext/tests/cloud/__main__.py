@@ -227,11 +227,21 @@ class Cloud:
 
         True if no other process of the cloud is left.
         """
-        names = [n for n in self.procs.running() if n not in keep]
-        nova = [n for n in names if '-compute-' in n or '-nova-' in n]
-        self.procs.stop(*nova, timeout=FINAL_STOP_SECONDS)
         prefixes = [name + '-' for name, _ in DEPLOYMENTS
                     if not any(k.startswith(name + '-') for k in keep)]
+        self._stop([n for n in self.procs.running() if n not in keep],
+                   prefixes)
+        return not [n for n in self.procs.running() if n not in keep]
+
+    def stop_stock(self):
+        """Stop stock's processes and guests, not the extension's."""
+        self._stop([n for n in self.procs.running()
+                    if n.startswith('stock-')], ['stock-'])
+
+    def _stop(self, names, prefixes):
+        """Stop ``names``, Nova's first, and the guests of ``prefixes``."""
+        nova = [n for n in names if '-compute-' in n or '-nova-' in n]
+        self.procs.stop(*nova, timeout=FINAL_STOP_SECONDS)
         if prefixes and backing.Libvirt.answers():
             # Guests outlive their compute: remove them before libvirtd.
             backing.Libvirt.destroy_domains(prefixes)
@@ -240,16 +250,6 @@ class Cloud:
         for name in STOP_LAST:
             if name in rest:
                 self.procs.stop(name)
-        return not [n for n in self.procs.running() if n not in keep]
-
-    def stop_stock(self):
-        """Stop stock's processes (Nova's first) and guests, not ext's."""
-        stock = [n for n in self.procs.running() if n.startswith('stock-')]
-        nova = [n for n in stock if '-compute-' in n or '-nova-' in n]
-        self.procs.stop(*nova, timeout=FINAL_STOP_SECONDS)
-        if backing.Libvirt.answers():
-            backing.Libvirt.destroy_domains(['stock-'])
-        self.procs.stop(*[n for n in stock if n not in nova])
 
     def os_env(self):
         """The admin's OS_* variables for the extension deployment."""
@@ -306,7 +306,7 @@ def main(argv=None):
             # Once stock's part is done, its services would only slow the
             # extension's runs. The short drills judge the extension
             # alone: stock's figures are never judged.
-            if args.drills != 'full':
+            if not drills.on_stock_too(args.drills):
                 phases('stop stock', cloud.stop_stock)
             if args.journey != 'none':
                 journey_results = journeying.result()
@@ -314,7 +314,7 @@ def main(argv=None):
         if args.drills != 'none':
             drill_results = phases('drills', drills.run, cloud, args.drills)
             failures += drills.failures(drill_results)
-        if args.drills == 'full':
+        if drills.on_stock_too(args.drills):
             phases('stop stock', cloud.stop_stock)
         results.update(cloud.test(phases, cloud.deployments[1:]))
         if not args.no_tempest:

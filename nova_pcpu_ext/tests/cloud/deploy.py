@@ -564,6 +564,11 @@ class NovaDeployment:
     def restart_computes(self, update_interval):
         """Stop every compute, set its update interval, start it again.
 
+        Its periodic tasks start at once: Nova delays a service's first
+        ones by up to periodic_fuzzy_delay (60 s by default), and a
+        compute that had not updated yet 50 s after this restart failed
+        the placement restart drill.
+
         A compute still stopping after 10 seconds is killed: Nova 34's
         libvirt compute in native threading never ends its graceful
         shutdown within 30.
@@ -571,8 +576,10 @@ class NovaDeployment:
         self.procs.stop(*[self.service('compute-' + compute.host)
                           for compute in self.computes], timeout=10)
         for compute in self.computes:
-            set_option(conf_path_of(self.dir, compute.host), 'DEFAULT',
-                       'update_resources_interval', str(update_interval))
+            conf_path = conf_path_of(self.dir, compute.host)
+            set_option(conf_path, 'DEFAULT', 'update_resources_interval',
+                       str(update_interval))
+            set_option(conf_path, 'DEFAULT', 'periodic_fuzzy_delay', '0')
             self.start_compute(compute)
 
     def wait_for_computes(self, timeout=180):

@@ -727,6 +727,17 @@ class UncachedNodeDuringUpdateTest(_MultiNodeTestBase):
 
     AGGREGATE = '7c5d2b2e-61b5-4c0e-9e62-6a1f5a0c2f11'
 
+    @staticmethod
+    def status_wait():
+        """Seconds to give the status update of the other node.
+
+        One where it waits for the update (a whole-cache snapshot); the
+        whole timeout where it need not: its seven placement calls took
+        over a second on a loaded machine.
+        """
+        return 1 if serialized_client.snapshots_whole_cache() else (
+            base.TIMEOUT)
+
     def test_status_update_of_uncached_node_loses_nothing(self):
         node1, node2 = self.rp_uuids
         # The operator's: what a deleted and re-created provider lacks.
@@ -743,11 +754,7 @@ class UncachedNodeDuringUpdateTest(_MultiNodeTestBase):
         status = self.in_thread(
             self.compute.manager.virtapi.update_compute_provider_status,
             self.ctxt, node2, False)
-        # NOTE: where it need not wait, the status update has the whole
-        # timeout to end: seven placement calls took over a second on a
-        # loaded machine.
-        status.join(1 if serialized_client.snapshots_whole_cache()
-                    else base.TIMEOUT)
+        status.join(self.status_wait())
         status_waited = status.is_alive()
         release.set()
         self.join(update, status)
@@ -784,8 +791,7 @@ class UncachedNodeDuringUpdateTest(_MultiNodeTestBase):
         status = self.in_thread(
             self.compute.manager.virtapi.update_compute_provider_status,
             self.ctxt, node2, False)
-        loaded_during_update = traits_read.wait(
-            1 if serialized_client.snapshots_whole_cache() else base.TIMEOUT)
+        loaded_during_update = traits_read.wait(self.status_wait())
         # ... the update snapshots, and the status update writes.
         snapshot.release.set()
         self.assertTrue(driver.wait(base.TIMEOUT))

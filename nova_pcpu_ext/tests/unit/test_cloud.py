@@ -782,7 +782,7 @@ class ComputeConfTest(testtools.TestCase):
 
 class ComputeRestartTest(testtools.TestCase):
 
-    def test_every_compute_restarts_with_the_update_interval(self):
+    def test_every_compute_restarts_updating_at_once_each_interval(self):
         deployment = deploy.NovaDeployment.__new__(deploy.NovaDeployment)
         deployment.name = 'ext'
         deployment.dir = self.useFixture(fixtures.TempDir()).path
@@ -806,6 +806,7 @@ class ComputeRestartTest(testtools.TestCase):
             parser.read(deploy.conf_path_of(deployment.dir, compute.host))
             self.assertEqual('1', parser.defaults()[
                 'update_resources_interval'])
+            self.assertEqual('0', parser.defaults()['periodic_fuzzy_delay'])
 
 
 class JourneyBatchesTest(testtools.TestCase):
