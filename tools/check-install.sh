@@ -5,11 +5,12 @@
 # plugin. The sdist and the wheel are built from a clean clone of HEAD, so
 # a file that is not committed cannot make this pass.
 #
-# The build is a release's: in the clone, HEAD carries an annotated tag
-# RELEASE, the release being prepared, as when a release is cut
-# (doc/source/contributor/releasing.rst). The files must have the names
-# pbr and setuptools give that release and pass twine check, and the
-# installed commands must print that version.
+# First the build the README's steps make, of a clone without tags: its
+# wheel must be the development version RELEASE.devN. Then a release's: in
+# the clone, HEAD carries an annotated tag RELEASE, the release being
+# prepared, as when a release is cut (doc/source/contributor/releasing.rst).
+# Its files must have the names pbr and setuptools give that release and
+# pass twine check, and the installed commands must print that version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RELEASE=1.0.0
@@ -19,8 +20,19 @@ trap 'rm -rf "$work"' EXIT
 
 git clone --quiet "$PWD" "$work/src"
 # A tag of that name elsewhere in the history is not HEAD's: the clone's
-# copy is replaced.
+# copy is removed.
 git -C "$work/src" tag --delete "$RELEASE" > /dev/null 2>&1 || true
+
+# Untagged, as the README's steps build a clone of the published
+# repository: the development version of the release in the making.
+python -m build --wheel --outdir "$work/untagged" "$work/src" \
+    > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+untagged=$(cd "$work/untagged" && ls)
+development="^nova_pcpu_ext-${RELEASE//./[.]}[.]dev[0-9]+-py3-none-any[.]whl\$"
+[[ "$untagged" =~ $development ]] || {
+    echo "untagged build: $untagged; expected ${RELEASE}.devN" >&2; exit 1; }
+echo "untagged build: $untagged"
+
 git -C "$work/src" -c user.name=release-check -c user.email=release-check \
     tag -a "$RELEASE" -m "$RELEASE"
 python -m build --sdist --wheel --outdir "$work/dist" "$work/src" \

@@ -10,16 +10,17 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A whole cloud on this machine: stock Nova and Nova with the extension,
-side by side; the extension's deployment goes through the operator's
-journey while tempest runs on stock, then through the fault and load
-drills (stock too in their full form), and tempest on the extension's
-once stock is stopped.
+"""A whole cloud on this machine: Nova with the extension, and with
+``--stock`` stock Nova beside it. The extension's deployment goes through
+the operator's journey (if asked) while tempest runs on stock, then
+through the fault and load drills (stock too in their full form), and
+tempest on the extension's once stock is stopped.
 
 ``python -m nova_pcpu_ext.tests.cloud [--no-libvirt] [--no-tempest]
-[--journey [short|full|none]] [--drills short|full|none] [--keep | --stop]
-[--work-dir DIR]``; ``tox -e cloud`` installs what it needs first. Ends
-with ``results: <json>``; exits 1 if a check failed.
+[--stock] [--journey [short|full|none]] [--drills short|full|none]
+[--keep | --stop] [--work-dir DIR]``; ``tox -e cloud`` and ``tox -e
+cloud-periodic`` install what it needs first. Ends with ``results:
+<json>``; exits 1 if a check failed.
 """
 
 import argparse
@@ -66,20 +67,27 @@ def parse_args(argv):
                              'machines that cannot run libvirtd.')
     parser.add_argument('--no-tempest', action='store_true',
                         help='Skip the tempest runs.')
+    parser.add_argument('--stock', action='store_true',
+                        help='Deploy stock Nova beside the extension, '
+                             'to show that the project\'s tempest tests of '
+                             'the bugs fail there and, in the full drills, '
+                             'stock\'s figures beside the extension\'s.')
     parser.add_argument('--journey', nargs='?', const='short',
-                        choices=('short', 'full', 'none'), default='short',
+                        choices=('short', 'full', 'none'), default='none',
                         help='The operator\'s journey first: the extension '
                              'deployment starts as stock Nova with damage, '
                              'is switched on under load, repaired, switched '
-                             'off and on again; short (as CI runs it), full '
-                             '(a minute of load around each step\'s '
-                             'restarts) or none (default: %(default)s).')
+                             'off and on again; short (as the periodic run '
+                             'runs it), full (a minute of load around each '
+                             'step\'s restarts) or none (default: '
+                             '%(default)s).')
     parser.add_argument('--drills', choices=('short', 'full', 'none'),
                         default='short',
                         help='The fault and load drills to run after '
                              'tempest: the short form (a few minutes, as '
-                             'CI runs it), the full form, or none '
-                             '(default: %(default)s).')
+                             'the check run runs it), the full form (as '
+                             'the periodic run does), or none (default: '
+                             '%(default)s).')
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument('--keep', action='store_true',
                       help='Leave the extension deployment running and '
@@ -130,6 +138,8 @@ class Cloud:
 
     def __init__(self, args):
         self.args = args
+        self.names = [name for name, _ in DEPLOYMENTS
+                      if args.stock or name != 'stock']
         self.dir = os.path.abspath(args.work_dir)
         self.procs = processes.Processes(self.dir)
 
@@ -140,7 +150,7 @@ class Cloud:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.procs = processes.Processes(self.dir)
         names = ['mariadb', 'rabbitmq', 'keystone', 'glance', 'network']
-        for name, _ in DEPLOYMENTS:
+        for name in self.names:
             names += ['%s-placement' % name, '%s-nova-api' % name]
         self.ports = {name: placement_server.free_port() for name in names}
 
@@ -155,11 +165,11 @@ class Cloud:
             self.db.start()
             self.shared.start_keystone()
             self.shared.register(
-                [name for name, _ in DEPLOYMENTS],
+                self.names,
                 {name: 'http://127.0.0.1:%d' % self.ports[name + '-placement']
-                 for name, _ in DEPLOYMENTS},
+                 for name in self.names},
                 {name: 'http://127.0.0.1:%d/v2.1' %
-                 self.ports[name + '-nova-api'] for name, _ in DEPLOYMENTS})
+                 self.ports[name + '-nova-api'] for name in self.names})
             self.shared.start_glance()
             self.shared.start_network_standin()
             self.image_id = self.shared.upload_image()
@@ -178,7 +188,7 @@ class Cloud:
                 {'placement': self.ports[name + '-placement'],
                  'nova-api': self.ports[name + '-nova-api']},
                 libvirt=not self.args.no_libvirt)
-            for name, extension in DEPLOYMENTS]
+            for name, extension in DEPLOYMENTS if name in self.names]
         # The journey switches the extension on itself, in a cloud with a
         # past, and upgrades it.
         if self.args.journey != 'none':
@@ -201,6 +211,10 @@ class Cloud:
         deployment.start_computes()
         deployment.wait_for_computes()
         deployment.flavor_ids = deployment.create_flavors()
+
+    def named(self, name):
+        """The deployment ``name`` in a list, or an empty list."""
+        return [d for d in self.deployments if d.name == name]
 
     def test(self, phases, deployments):
         results = {}
@@ -302,11 +316,12 @@ def main(argv=None):
             if args.journey != 'none':
                 journeying = pool.submit(phases, 'journey', journey.run,
                                          cloud, args.journey)
-            results = cloud.test(phases, cloud.deployments[:1])
+            results = cloud.test(phases, cloud.named('stock'))
             # Once stock's part is done, its services would only slow the
             # extension's runs. The short drills judge the extension
             # alone: stock's figures are never judged.
-            if not drills.on_stock_too(args.drills):
+            if cloud.named('stock') and not drills.on_stock_too(
+                    args.drills):
                 phases('stop stock', cloud.stop_stock)
             if args.journey != 'none':
                 journey_results = journeying.result()
@@ -314,11 +329,12 @@ def main(argv=None):
         if args.drills != 'none':
             drill_results = phases('drills', drills.run, cloud, args.drills)
             failures += drills.failures(drill_results)
-        if drills.on_stock_too(args.drills):
+        if cloud.named('stock') and drills.on_stock_too(args.drills):
             phases('stop stock', cloud.stop_stock)
-        results.update(cloud.test(phases, cloud.deployments[1:]))
+        results.update(cloud.test(phases, cloud.named('ext')))
         if not args.no_tempest:
-            failures += tempest_run.verdict(results, not args.no_libvirt)
+            failures += tempest_run.verdict(results, not args.no_libvirt,
+                                            'stock' in cloud.names)
         failures += cloud.check_swapped_compute()
         if args.keep:
             kept = [n for n in cloud.procs.running()

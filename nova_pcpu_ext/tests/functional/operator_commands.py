@@ -13,8 +13,12 @@
 """Operator commands run as operators do, against real services.
 
 Placement is a gunicorn server on loopback; the Compute API of Nova's
-in-process services is served over HTTP too. Every command runs as a
-separate process.
+in-process services is served over HTTP too. Every command runs in a
+process of its own: a child forked by the test process's command server
+(``nova_pcpu_ext.tests.command_server``), which imported the commands'
+modules once; or the console script itself, where a test says
+``real_process=True`` (one test of each command) or gives an environment
+the server's imports would have read otherwise.
 """
 
 from nova_pcpu_ext.tests.functional import base  # isort:skip
@@ -24,7 +28,6 @@ import json
 import os
 import socketserver
 import sqlite3
-import subprocess
 import sysconfig
 import threading
 import uuid
@@ -39,6 +42,7 @@ from nova.db.main import api as main_db_api
 from nova.tests.functional.api import client as api_client
 import requests
 
+from nova_pcpu_ext.tests import command_server
 from nova_pcpu_ext.tests.functional.base import HYPERTHREADED
 from nova_pcpu_ext.tests import placement_server
 from nova_pcpu_ext.tests.placement_server import TOKEN
@@ -72,11 +76,19 @@ class Command(object):
                         self.compute_endpoint]
         return [self.script] + options + list(args)
 
-    def __call__(self, *args, nova_conf=None, env=None, extra_conf=''):
-        result = subprocess.run(
+    def __call__(self, *args, nova_conf=None, env=None, extra_conf='',
+                 real_process=False):
+        """The command's result, as ``subprocess.run`` returns it.
+
+        Through the command server, or with ``real_process`` as the
+        console script's own process.
+        """
+        # One HOME for every command of the test process, isolated as
+        # each test's is: the command server's imports read it.
+        result = command_server.run(
             self.argv(*args, nova_conf=nova_conf, extra_conf=extra_conf),
-            capture_output=True, text=True, timeout=300,
-            env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
+            env=dict(os.environ, HOME=command_server.home(), **(env or {})),
+            timeout=300, real_process=real_process)
         self.test.assertNotIn('Traceback', result.stderr)
         return result
 

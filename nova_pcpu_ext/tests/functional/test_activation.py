@@ -49,5 +49,5 @@ class BootWithExtensionTest(_BootTest, base.ExtensionTestBase):
     extension = True
 
 
-class BootStockTest(_BootTest, base.ExtensionTestBase):
+class BootWithoutExtensionTest(_BootTest, base.ExtensionTestBase):
     extension = False

@@ -33,7 +33,8 @@ class BenchSmokeTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        # A minute of the benchmark: once per CI run (tox -e py313).
+        # A minute of the benchmark: once per periodic run (tox -e
+        # periodic-py313).
         if os.environ.get('NOVA_PCPU_EXT_BENCH_SMOKE') != '1':
             self.skipTest('NOVA_PCPU_EXT_BENCH_SMOKE=1 runs it')
 

@@ -495,7 +495,7 @@ class _IsolateChecksBase(operator_commands.OperatorCommandTestBase):
         return code, {name: checks[name] for name in CHECKS[3:]}
 
 
-class StockNovaIsolateChecksTest(_IsolateChecksBase):
+class IsolateChecksOnStockNovaTest(_IsolateChecksBase):
     """What stock Nova without its late check leaves, found."""
 
     extension = False

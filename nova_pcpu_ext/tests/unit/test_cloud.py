@@ -113,6 +113,14 @@ class VerdictTest(testtools.TestCase):
                           unmatched],
                          tempest_run.verdict(results(), libvirt=True))
 
+    def test_without_stock_only_ext_is_judged(self):
+        ext_only = {'ext': results(stock_bug='passed')['ext']}
+        self.assertEqual([], tempest_run.verdict(ext_only, libvirt=True,
+                                                 with_stock=False))
+        self.assertEqual(['ext: %s skipped' % PLAIN_TEST], tempest_run.verdict(
+            {'ext': results(ext_plain='skipped')['ext']}, libvirt=True,
+            with_stock=False))
+
     def test_missing_results_fail_the_run(self):
         self.assertEqual(['stock: no tempest results',
                           'ext: no tempest results',

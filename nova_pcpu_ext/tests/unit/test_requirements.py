@@ -105,15 +105,22 @@ def third_party(paths, module_level_only=False):
 
 
 @functools.lru_cache(maxsize=None)
-def packages_distributions():
-    """``{import name: [distribution names]}`` of what is installed.
+def declared_top_levels():
+    """``{import name: {distribution names}}`` as the metadata declares it."""
+    return {name: set(dists) for name, dists in
+            metadata.packages_distributions().items()}
+
+
+@functools.lru_cache(maxsize=None)
+def top_levels_from_files():
+    """``{import name: {distribution names}}`` from each one's files.
 
     Python 3.10's ``packages_distributions`` reads only ``top_level.txt``,
-    which not every wheel has: the names are also taken from each
-    distribution's files (several seconds on Python 3.10: once a process).
+    which not every wheel has. Reading every distribution's file list
+    takes several seconds, so it is done only for a name not found
+    otherwise, once a process.
     """
-    found = {name: set(dists) for name, dists in
-             metadata.packages_distributions().items()}
+    found = {}
     for dist in metadata.distributions():
         for path in dist.files or ():
             top = path.parts[0]
@@ -122,17 +129,22 @@ def packages_distributions():
             elif len(path.parts) == 1 or top == '..' or '.' in top:
                 continue
             found.setdefault(top, set()).add(dist.metadata['Name'])
-    return {name: sorted(dists) for name, dists in found.items()}
+    return found
+
+
+def distributions_of(name):
+    """The sorted names of the distributions installing import ``name``."""
+    return sorted(declared_top_levels().get(name) or
+                  top_levels_from_files().get(name, ()))
 
 
 def undeclared(imports, allowed):
     """``[(import, module, its distributions)]`` not in ``allowed``."""
-    distributions = packages_distributions()
     return sorted(
-        (name, module, distributions.get(name, ['not installed']))
+        (name, module, distributions_of(name) or ['not installed'])
         for name, module in imports.items()
         if not allowed & {normalised(distribution) for distribution
-                          in distributions.get(name, ())})
+                          in distributions_of(name)})
 
 
 class RequirementsTest(base.TestCase):
