@@ -13,7 +13,8 @@
 # pass twine check, and the installed commands must print that version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RELEASE=1.0.0
+# The release in the making, as setup.cfg names it.
+RELEASE=$(sed -n 's/^version = //p' setup.cfg)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
