@@ -119,7 +119,9 @@ def connect(conf, read_only=False):
         if adapter.status_code_retries is None:
             adapter.status_code_retries = RETRIES
         adapter.retriable_status_codes = list(RETRIABLE_STATUS_CODES)
-    return Placement(placement, read_only), Compute(compute)
+    client = Placement(placement, read_only)
+    client.candidate_limit = conf.scheduler.max_placement_results
+    return client, Compute(compute)
 
 
 def _operator_compute(conf):
@@ -310,11 +312,18 @@ class Placement(Service):
             'points at it with admin credentials.')
     endpoint_option = '[placement] endpoint_override'
 
+    #: Candidates asked for where a destination must be in a cell: Nova's
+    #: default ``[scheduler] max_placement_results``.
+    candidate_limit = 1000
+
     def __init__(self, adapter, read_only=False):
         super().__init__(adapter, PLACEMENT_VERSION)
         self._answers = {} if read_only else None
-        #: ``{query: compute node}``: each destination query once a run.
+        #: ``{query: [compute node UUID]}``: each destination query once a
+        #: run.
         self._candidates = {}
+        #: ``{compute node UUID: name}`` of the destinations found.
+        self._names = {}
 
     def get(self, url, *keys, **kwargs):
         if self._answers is None:
@@ -409,7 +418,7 @@ class Placement(Service):
         return {rp_uuid: allocation['resources'] for rp_uuid, allocation
                 in allocations.items()}
 
-    def candidate(self, groups, root_required):
+    def candidate(self, groups, root_required, among=None):
         """The name of the compute node of a candidate for ``groups``, or None.
 
         :param groups: ``[{resource class: amount}]``: the unnumbered
@@ -417,9 +426,15 @@ class Placement(Service):
             Nova's granular request groups are.
         :param root_required: traits of the root provider of the
             candidate's tree, ``!`` before each forbidden one.
+        :param among: UUIDs of the compute nodes it must be one of (a
+            server's cell's), or None for any: then placement is asked
+            for :attr:`candidate_limit` candidates, as Nova's scheduler
+            asks for ``[scheduler] max_placement_results`` and keeps those
+            of the server's cell.
         """
         query = {'resources': _resources(groups[0]),
-                 'root_required': ','.join(root_required), 'limit': 1}
+                 'root_required': ','.join(root_required),
+                 'limit': 1 if among is None else self.candidate_limit}
         for number, resources in enumerate(groups[1:], 1):
             query['resources%d' % number] = _resources(resources)
         if len(groups) > 2:
@@ -428,25 +443,32 @@ class Placement(Service):
             query['group_policy'] = 'none'
         url = _with_query('/allocation_candidates', query)
         if url not in self._candidates:
-            self._candidates[url] = self._candidate(url)
-        return self._candidates[url]
+            self._candidates[url] = self._candidate_nodes(url)
+        node = next((root for root in self._candidates[url]
+                     if among is None or root in among), None)
+        if node is None:
+            return None
+        if node not in self._names:
+            self._names[node], = self.get('/resource_providers/%s' % node,
+                                          'name')
+        return self._names[node]
 
-    def _candidate(self, url):
+    def _candidate_nodes(self, url):
+        """The UUIDs of the compute nodes of the candidates, in order."""
         candidates, summaries = self.get(
             url, 'allocation_requests', 'provider_summaries',
             microversion=CANDIDATES_VERSION)
-        if not candidates:
-            return None
-        # NOTE: a candidate also holds providers nested under the node
-        # (VGPU, PCI devices, port bandwidth) and sharing ones (shared
-        # storage), in no particular order.
-        allocations = candidates[0]['allocations']
-        provider = next((rp for rp, allocation in allocations.items()
-                         if set(allocation['resources']) & set(NODE_CLASSES)),
-                        next(iter(allocations)))
-        name, = self.get('/resource_providers/%s' % (
-            summaries[provider]['root_provider_uuid']), 'name')
-        return name
+        nodes = []
+        for candidate in candidates:
+            # NOTE: a candidate also holds providers nested under the node
+            # (VGPU, PCI devices, port bandwidth) and sharing ones (shared
+            # storage), in no particular order.
+            allocations = candidate['allocations']
+            provider = next((rp for rp, allocation in allocations.items()
+                             if set(allocation['resources']) &
+                             set(NODE_CLASSES)), next(iter(allocations)))
+            nodes.append(summaries[provider]['root_provider_uuid'])
+        return nodes
 
 
 class Compute(Service):

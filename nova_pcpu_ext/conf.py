@@ -206,23 +206,50 @@ read-write account.
 
 Set it to read with an account of its own, such as one granted ``SELECT``
 only. The fields are those of Nova's cell mapping templates, taken from
-the cell mapping's URL: ``{scheme}``, ``{username}``, ``{password}``,
-``{hostname}``, ``{port}`` (empty where the URL has none), ``{path}`` (the
-database name), ``{query}`` and ``{fragment}``. For example::
+the cell mapping's URL as SQLAlchemy (and so Nova) parses it:
+``{scheme}``, ``{username}`` and ``{password}`` (escaped as a URL writes
+them), ``{hostname}`` (an IPv6 address in brackets), ``{port}`` (empty
+where the URL has none), ``{path}`` (the database name), ``{query}`` and
+``{fragment}`` (always empty: a ``#`` belongs to the part it is in); and
+``{host}``, the host with ``:port`` where the URL has one. For example::
 
-    mysql+pymysql://nova_reader:SECRET@{hostname}/{path}?{query}
+    mysql+pymysql://nova_reader:SECRET@{host}/{path}?{query}
 
 Where it is unset and ``[database] slave_connection`` is set, the cell
 whose URL is ``[database] connection`` is read from that replica. Likewise
 the API database is read from ``[api_database] slave_connection`` where
-set.
+set. A cell named in ``cell_database_connections`` is read with the URL
+given there.
 
 Changing this option takes effect at the next run of a command; no
 service reads it.
 
 Related options:
 
+* ``cell_database_connections``
 * ``database_timeout``
+"""),
+    cfg.MultiStrOpt(
+        'cell_database_connections',
+        secret=True,
+        default=[],
+        help="""
+One cell's URL for ``nova-pcpu-ext-status`` and ``nova-pcpu-ext-manage``,
+as ``CELL=URL``: the name or UUID of a cell mapping, then the URL to read
+that cell's database with, such as a replica of its own. Give the option
+once for each such cell. It wins over ``cell_database_connection`` and
+``[database] slave_connection`` for that cell. A name or UUID no cell
+mapping has stops the commands with an error naming it. For example::
+
+    cell_database_connections = cell1=mysql+pymysql://r:SECRET@db1-ro/cell1
+    cell_database_connections = cell2=mysql+pymysql://r:SECRET@db2:3307/cell2
+
+Changing this option takes effect at the next run of a command; no
+service reads it.
+
+Related options:
+
+* ``cell_database_connection``
 """),
     cfg.IntOpt(
         'database_timeout',
@@ -237,6 +264,27 @@ Passed to the database driver: ``connect_timeout``, ``read_timeout`` and
 ``write_timeout`` for MySQL, ``connect_timeout`` and ``statement_timeout``
 for PostgreSQL, ``timeout`` (waiting for a lock) for SQLite; a value the
 URL already sets is kept.
+
+Changing this option takes effect at the next run of a command; no
+service reads it.
+
+Related options:
+
+* ``postgresql_statement_timeout``
+"""),
+    cfg.BoolOpt(
+        'postgresql_statement_timeout',
+        default=True,
+        help="""
+Whether ``database_timeout`` bounds each statement on PostgreSQL too, sent
+as the startup parameter ``options=-c statement_timeout=...`` when the
+operator commands connect.
+
+PgBouncer refuses that parameter (``unsupported startup parameter:
+options``), so every reading of a database behind it fails: set this to
+False there. Connecting stays bounded by ``database_timeout``; statements
+then run as long as the server lets them. MySQL and SQLite are bounded
+either way.
 
 Changing this option takes effect at the next run of a command; no
 service reads it.

@@ -23,6 +23,7 @@ import os_traits
 from nova_pcpu_ext import clients
 from nova_pcpu_ext import cloud_hosts
 from nova_pcpu_ext import pcpu_trait
+from nova_pcpu_ext import server_fields
 
 #: Traits of the compute node of every eligible destination: no
 #: hyperthreads, not disabled.
@@ -63,14 +64,36 @@ def destination_requests(found, mode='drop'):
     return requests
 
 
-def destination(placement, found, mode='drop'):
+def cells_nodes(placement, scan):
+    """``{cell: UUIDs of its compute nodes}`` of the cells the scan read.
+
+    Empty where the servers were read from the Compute API, which does
+    not show their cells.
+    """
+    if not scan.cell_nodes:
+        return {}
+    uuids = {provider['name']: provider['uuid']
+             for provider in placement.providers()}
+    return {cell: frozenset(uuids[node] for node in nodes if node in uuids)
+            for cell, nodes in scan.cell_nodes.items()}
+
+
+def in_cell(cells, found):
+    """The ``among`` of :func:`destination` for ``found``, or None."""
+    return cells.get(found.server.get(server_fields.CELL))
+
+
+def destination(placement, found, mode='drop', among=None):
     """A compute node with room for ``found`` now, or None.
 
     The name of its resource provider: an enabled host without
     hyperthreads, or, in ``legacy_only`` mode, a legacy host.
+
+    :param among: UUIDs of the compute nodes of the server's cell, where
+        known: Nova moves a server within its cell only.
     """
     for groups, root_required in destination_requests(found, mode):
-        name = placement.candidate(groups, root_required)
+        name = placement.candidate(groups, root_required, among)
         if name is not None:
             return name
     return None

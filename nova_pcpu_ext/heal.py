@@ -40,6 +40,7 @@ from nova_pcpu_ext import destinations
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import isolate_scan
 from nova_pcpu_ext import pcpu_trait
+from nova_pcpu_ext import server_fields
 
 LIVE = 'live-migrate'
 COLD = 'migrate'
@@ -65,6 +66,8 @@ RESHAPED = ('skipped: isolated as Nova means it while its host had no PCPU '
             'when the host was converted; --include-legacy moves it')
 #: The result of a planned move past ``--max-count``.
 LEFT = 'not attempted: --max-count %d reached; left for the next run'
+#: Hosts named in a row of servers not judged, at most.
+SHOWN = 5
 
 
 @dataclasses.dataclass
@@ -80,6 +83,8 @@ class Move:
     after: str = ''
     result: str = ''
     healed: bool = False
+    #: Its cell, where Nova's databases were read.
+    cell: str = None
     found: isolate_scan.IsolateServer = dataclasses.field(default=None,
                                                           repr=False)
     how: str = dataclasses.field(default='', repr=False)
@@ -88,10 +93,18 @@ class Move:
     #: Whether the run is to heal it: not so for legacy isolation left
     #: alone, which is no item left.
     wanted: bool = dataclasses.field(default=True, repr=False)
+    #: A row of the servers of a cell or of hosts that could not be read.
+    not_judged: bool = dataclasses.field(default=False, repr=False)
 
     @property
     def failed(self):
         return self.result.startswith('failed')
+
+    @property
+    def for_next_run(self):
+        """Left by ``--max-count`` or a dry run, for a run without them."""
+        return self.result.startswith(('not attempted: --max-count',
+                                       'dry run:'))
 
 
 def _cpus(resources):
@@ -147,26 +160,23 @@ def plan(scan, placement, cold=False, mode='drop', include_legacy=False):
         # No compute reports it yet, and placement refuses a query that
         # forbids a trait it does not know.
         mode = 'drop'
+    cells = destinations.cells_nodes(placement, scan)
     moves = []
     for found in sorted(scan.found, key=lambda found: found.legacy):
         if found.legacy and not (found.unsure or include_legacy):
             moves.append(Move(found.server['id'], found.host,
                               found.server['status'], _cpus(found.held),
-                              found=found, wanted=False,
+                              found=found, wanted=False, cell=_cell(found),
                               result=RESHAPED if found.reshaped else LEGACY))
         else:
-            moves.append(_plan_one(found, placement, cold, mode))
-    unseen = ('skipped: its cell did not answer: %s' % '; '.join(
-        '%s: %s' % item for item in sorted(scan.down_cells.items()))
-        if scan.down_cells else
-        'skipped: the Compute API cannot show the server: is its cell down?')
-    moves += [Move(consumer, node, 'UNKNOWN', '', result=unseen)
-              for node, consumers in sorted(scan.unseen.items())
-              for consumer in consumers]
+            moves.append(_plan_one(found, placement, cold, mode,
+                                   destinations.in_cell(cells, found)))
+    moves += _not_judged(scan)
     moves += [Move(moved.server['id'], moved.server.get(
         'OS-EXT-SRV-ATTR:host'), moved.server['status'], '', wanted=False,
-        result='skipped: runs on %s, not on %s, whose resources it holds: '
-        '%s' % (moved.runs_on, moved.provider['name'], moved.why))
+        cell=moved.server.get(server_fields.CELL), result='skipped: runs on '
+        '%s, not on %s, whose resources it holds: %s' % (
+            moved.runs_on, moved.provider['name'], moved.why))
         for moved in scan.elsewhere]
     return moves
 
@@ -187,22 +197,57 @@ def limit(moves, max_count):
     return moves
 
 
-def _plan_one(found, placement, cold, mode):
+def _cell(found):
+    return found.server.get(server_fields.CELL)
+
+
+def _not_judged(scan):
+    """A row for each cell whose servers could not be read, on its hosts.
+
+    One for the servers the Compute API could not show, if any.
+    """
+    by_cell = {}
+    for node, consumers in scan.unseen.items():
+        by_cell.setdefault(scan.unseen_cells.get(node), {})[node] = consumers
+    reads = {read.name: read for read in scan.cells}
+    rows = []
+    for cell, on_hosts in sorted(by_cell.items(),
+                                 key=lambda item: item[0] or ''):
+        servers = sum(map(len, on_hosts.values()))
+        if cell is None:
+            why = 'the Compute API cannot show them: is a cell down?'
+        else:
+            why = 'the database of cell %s could not be read: %s' % (
+                cell, '; '.join(filter(None, (reads[cell].reason,
+                                              reads[cell].maps))))
+        hosts = sorted(on_hosts)
+        rows.append(Move(
+            '', ', '.join(hosts[:SHOWN]) + (
+                ' and %d more' % (len(hosts) - SHOWN)
+                if len(hosts) > SHOWN else ''), 'UNKNOWN', '', cell=cell,
+            not_judged=True, result='not judged: %d servers on %d hosts: '
+            '%s' % (servers, len(hosts), why)))
+    return rows
+
+
+def _plan_one(found, placement, cold, mode, among=None):
     server = found.server
     move = Move(server['id'], found.host, server['status'],
-                _cpus(found.held), found=found,
+                _cpus(found.held), found=found, cell=_cell(found),
                 how=how_to_move(server['status'], cold))
     why_not = why_not_movable(server)
     if not (found.unsure or why_not):
-        move.room = destinations.destination(placement, found, mode)
+        move.room = destinations.destination(placement, found, mode, among)
     if found.unsure:
         move.result = 'skipped: unsure: %s' % found.unsure
     elif why_not:
         move.result = 'skipped: %s' % why_not
     elif not move.room:
         move.result = ('no eligible destination: no enabled host without '
-                       'hyperthreads has room for %s' % _groups(
-                           destinations.destination_requests(found)[0][0]))
+                       'hyperthreads%s has room for %s' % (
+                           '' if among is None else ' in its cell',
+                           _groups(destinations.destination_requests(
+                               found)[0][0])))
     else:
         move.result = 'planned'
     return move

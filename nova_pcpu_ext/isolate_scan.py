@@ -127,6 +127,15 @@ class IsolateScan:
     #: ``{cell: why}`` of the cells whose database did not answer, when
     #: servers are read from Nova's databases.
     down_cells: dict = dataclasses.field(default_factory=dict)
+    #: :class:`~nova_pcpu_ext.nova_db.CellRead` of each cell, when servers
+    #: are read from Nova's databases.
+    cells: list = dataclasses.field(default_factory=list)
+    #: ``{compute node of unseen: its cell}``, None where unknown (the
+    #: Compute API does not say).
+    unseen_cells: dict = dataclasses.field(default_factory=dict)
+    #: ``{cell: names of its compute nodes}`` of the cells that answered,
+    #: when servers are read from Nova's databases.
+    cell_nodes: dict = dataclasses.field(default_factory=dict)
 
 
 def _policy(specs, properties, name):
@@ -184,11 +193,11 @@ def isolate_servers(placement, compute, host=None, progress=cloud_hosts.quiet,
 
     With ``database``, the servers that may forbid hyperthreads are read
     from Nova's databases first, and placement is asked what each holds;
-    while a cell's database does not answer, as without ``database``, the
+    the hosts of a cell whose database does not answer are read as
+    without ``database``, their servers then not judged. Without it, the
     consumers of every hyperthreaded provider are read from placement,
-    then found in Nova's databases, or in one listing of the cloud's
-    servers (of the host's, with ``host``), a consumer the listing missed
-    asked about alone.
+    then found in one listing of the cloud's servers (of the host's, with
+    ``host``), a consumer the listing missed asked about alone.
 
     :param host: only this compute host (as the Compute API names
         services) or compute node.
@@ -213,13 +222,13 @@ def isolate_servers(placement, compute, host=None, progress=cloud_hosts.quiet,
     candidates = database.candidates() if database else None
     if candidates is None:
         held = {}
-        consumers = cloud_hosts.read_all(
-            lambda provider: cloud_hosts.unless_gone(
-                placement.allocations, provider['uuid']), targets, progress,
-            'reading allocations')
+        consumers = _consumers(placement, targets, progress)
     else:
         held, consumers = _held_by_candidates(placement, targets,
                                               candidates, progress)
+        if database.down_cells:
+            _add_unanswered(placement, database, targets, consumers,
+                            progress)
     # ``[(provider, its consumers)]`` of the providers with consumers.
     used = [item for item in zip(targets, consumers) if item[1]]
     wanted = {consumer for _provider, on_provider in used
@@ -227,11 +236,13 @@ def isolate_servers(placement, compute, host=None, progress=cloud_hosts.quiet,
     if not wanted:
         listed = {}
     elif candidates is not None:
-        listed = candidates
-    elif database:
-        listed = database.servers(wanted, lambda count: progress(
-            'reading servers', count, None))
-        listed.update((consumer, None) for consumer in wanted - set(listed))
+        listed = dict(candidates)
+        others = wanted - set(candidates)
+        if others:
+            listed.update(database.servers(others, lambda count: progress(
+                'reading servers', count, None)))
+            listed.update((consumer, None) for consumer in others - set(
+                listed))
     elif host:
         # A provider is named after its compute node; for a node the
         # Compute API does not list, the name is the best guess of its
@@ -265,7 +276,36 @@ def isolate_servers(placement, compute, host=None, progress=cloud_hosts.quiet,
         [provider for provider, read in zip(targets, consumers)
          if read is None] + [provider for (provider, _consumers), scan
                              in zip(used, scans) if scan is None],
-        dict(database.down_cells) if database else {})
+        dict(database.down_cells) if database else {},
+        database.cell_reads() if database else [],
+        {provider['name']: _cell_of(listed, unseen) for provider, (
+            _, unseen, _) in scanned if unseen},
+        dict(database.cell_nodes) if database else {})
+
+
+def _consumers(placement, targets, progress):
+    """Per target, the consumers of its resources, or None if deleted."""
+    return cloud_hosts.read_all(
+        lambda provider: cloud_hosts.unless_gone(
+            placement.allocations, provider['uuid']), targets, progress,
+        'reading allocations')
+
+
+def _add_unanswered(placement, database, targets, consumers, progress):
+    """Add the consumers of the targets no cell that answered holds.
+
+    The hosts of the cells whose database did not answer (and providers
+    of no compute node any cell knows): their servers are then found in
+    no cell that answered, and are told apart as not judged.
+    """
+    answered = set().union(*database.cell_nodes.values())
+    unread = [index for index, provider in enumerate(targets)
+              if provider['name'] not in answered]
+    read = _consumers(placement, [targets[index] for index in unread],
+                      progress)
+    for index, on_provider in zip(unread, read):
+        consumers[index] = None if on_provider is None else sorted(
+            set(consumers[index] or ()) | set(on_provider))
 
 
 def _held_by_candidates(placement, targets, candidates, progress):
@@ -324,6 +364,13 @@ def _beyond_a_node(placement):
         return {cloud_hosts.root(provider) for provider in every}
     return {cloud_hosts.root(provider) for provider in every
             if cloud_hosts.root(provider) != provider['uuid']}
+
+
+def _cell_of(listed, unseen):
+    """The cell of the servers not judged on a host, or None if unknown."""
+    cells = {(listed[consumer] or {}).get(server_fields.CELL)
+             for consumer in unseen}
+    return cells.pop() if len(cells) == 1 else None
 
 
 def _node_hosts(compute):

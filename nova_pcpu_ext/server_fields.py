@@ -23,3 +23,6 @@ NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
 #: The compute nodes of a server's moves that did not end, which may hold
 #: its resources; Nova's databases show them, no Compute API view does.
 MOVE_NODES = 'move_nodes'
+#: The name of a server's cell (its UUID where it has no name); Nova's
+#: databases show it, no Compute API view does.
+CELL = 'cell'

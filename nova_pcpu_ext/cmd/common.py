@@ -41,14 +41,14 @@ def version():
     return '%s %s' % (activation.DISTRIBUTION, activation.version())
 
 
-def parse_args(conf, prog, argv=None):
+def parse_args(conf, prog, argv=None, epilog=None):
     """Parse the command line and Nova's configuration files into ``conf``.
 
     With ``--version``, print :func:`version` and exit 0 (oslo.config's
-    option, listed by ``--help``).
+    option, listed by ``--help``, which ends with ``epilog``).
     """
     conf(sys.argv[1:] if argv is None else argv, project='nova', prog=prog,
-         version=version())
+         version=version(), epilog=epilog)
 
 
 def unexpected(prog, error):

@@ -24,12 +24,25 @@
         [--timeout SECONDS] [--cold] [--continue-on-error]
         [--include-legacy] [--format table|json]
 
-Exits 0 when everything is done or there is nothing to do, 1 when some
-items were left (found but not fixed, skipped or failed), 2 when the
-command could not run, 130 when interrupted (Ctrl-C; ``heal isolate``
-prints every row first) and 255 on an unexpected error. Servers isolated
-the legacy way, which ``heal isolate`` leaves alone unless given
-``--include-legacy``, are no items left.
+``placement audit`` exits 0 when nothing is left to fix, 1 when some
+findings were left (found, not fixed). ``heal isolate`` exits, as ``nova-manage
+placement heal_allocations`` does:
+
+* 0: every server that forbids hyperthreads on a hyperthreaded host was
+  moved off, or there was none;
+* 1: ``--max-count`` (or ``--dry-run``) left servers to move, and nothing
+  else is left: run it again;
+* 3: some servers were skipped (locked, busy, unsure, no destination) or
+  their move failed or still runs: running again does not help before
+  they are looked at;
+* 4: servers were not judged (a cell's database could not be read, or
+  the Compute API showed them ``UNKNOWN``), and nothing else is left but
+  servers for the next run.
+
+Both exit 2 when the command could not run, 130 when interrupted (Ctrl-C;
+``heal isolate`` prints every row first) and 255 on an unexpected error.
+Servers isolated the legacy way, which ``heal isolate`` leaves alone unless
+given ``--include-legacy``, are no items left.
 """
 
 import argparse
@@ -52,6 +65,18 @@ CONF = nova.conf.CONF
 PROG = 'nova-pcpu-ext-manage'
 DONE = 0
 ITEMS_LEFT = 1
+#: ``heal isolate``: the exit codes besides DONE, the first that applies.
+SERVERS_LEFT = 3
+CELL_NOT_READ = 4
+MORE_TO_MOVE = ITEMS_LEFT
+HEAL_EXIT_CODES = (
+    'Exit codes: 0 nothing left to move; 1 --max-count or --dry-run left '
+    'servers to move, and nothing else is left: run it again; 2 the '
+    'command could not run; 3 servers were skipped, or their move failed or '
+    'still runs: look at their rows; 4 servers were not judged (a cell\'s '
+    'database could not be read, or the Compute API showed them UNKNOWN), '
+    'and nothing else is left but servers to move; 130 interrupted; 255 '
+    'an unexpected error.')
 
 
 def _ratio_override(text):
@@ -132,15 +157,26 @@ def heal_isolate(args):
                                  '%s: %s\n' % (PROG, message)))
         healer.run(moves)
         interrupted = healer.interrupted
+    cells = any(move.cell for move in moves)
     _print(moves, args,
-           ['Server', 'From host', 'Status', 'To host', 'Before', 'After',
-            'Result'],
-           lambda m: [m.server, m.from_host, m.status, m.to_host, m.before,
-                      m.after, m.result])
+           ['Server'] + ['Cell'] * cells + [
+               'From host', 'Status', 'To host', 'Before', 'After', 'Result'],
+           lambda m: [m.server] + [m.cell or ''] * cells + [
+               m.from_host, m.status, m.to_host, m.before, m.after,
+               m.result])
     if interrupted:
         return common.INTERRUPTED
-    return DONE if all(move.healed for move in moves if move.wanted) \
-        else ITEMS_LEFT
+    return heal_code(moves)
+
+
+def heal_code(moves):
+    """The exit code of ``heal isolate`` for its rows (see the module)."""
+    left = [move for move in moves if move.wanted and not move.healed]
+    if any(not (move.not_judged or move.for_next_run) for move in left):
+        return SERVERS_LEFT
+    if any(move.not_judged for move in left):
+        return CELL_NOT_READ
+    return MORE_TO_MOVE if left else DONE
 
 
 def _add_format(parser):
@@ -182,7 +218,7 @@ def _add_commands(subparsers):
             dest='action', required=True)
     isolate = heal_commands.add_parser(
         'isolate', help='Move servers that forbid hyperthreads off '
-                        'hyperthreaded hosts.')
+                        'hyperthreaded hosts.', epilog=HEAL_EXIT_CODES)
     isolate.set_defaults(function=heal_isolate)
     isolate.add_argument('--dry-run', action='store_true',
                          help='Print the plan; move nothing.')
@@ -193,7 +229,8 @@ def _add_commands(subparsers):
         '--max-count', type=_whole_number(1), metavar='N',
         help='Move at most N servers this run, the first N of the plan; '
              'the others are listed as not attempted, left for the next '
-             'run, and make the exit code 1 (default: all).')
+             'run, and make the exit code 1 where nothing else is left '
+             '(default: all).')
     isolate.add_argument(
         '--max-parallel', type=_whole_number(1, heal.MAX_PARALLEL),
         default=1, metavar='N',
@@ -227,6 +264,8 @@ def main():
                                             handler=_add_commands))
 
     def command():
-        common.parse_args(CONF, PROG)
+        common.parse_args(CONF, PROG, epilog=(
+            'placement audit exits 0 when nothing is left to fix, 1 when '
+            'findings were left. heal isolate: ' + HEAL_EXIT_CODES))
         return CONF.category.function(CONF.category)
     return common.run(PROG, command)

@@ -15,19 +15,26 @@
 ::
 
     nova-pcpu-ext-status [--config-file nova.conf]
-        [--os-compute-endpoint-override URL] upgrade check [--json]
+        [--os-compute-endpoint-override URL] [--metrics-textfile PATH]
+        upgrade check [--json]
 
-Exits 0 when every check passes, 1 on warnings, 2 on failures and 255 on
-an unexpected error. Placement and the Compute API are reached with the
-credentials of nova.conf's ``[placement]``; nothing is written.
+Exits 0 when every check passes, 1 on warnings, 2 on failures, 3 when no
+check failed but a cell's database did not answer (the results leave its
+servers out) and 255 on an unexpected error. Placement and the Compute API
+are reached with the credentials of nova.conf's ``[placement]``; nothing
+is written but the metrics file.
 """
 
+import json
 import os
 import re
+import sys
+import time
 
 import nova.conf
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
+import prettytable
 
 from nova_pcpu_ext import allocation_ratios
 from nova_pcpu_ext import clients
@@ -37,6 +44,7 @@ from nova_pcpu_ext import compute
 from nova_pcpu_ext import destinations
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import isolate_scan
+from nova_pcpu_ext import metrics
 from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext import ratio_audit
 from nova_pcpu_ext import scheduler
@@ -54,6 +62,20 @@ MASTER_TITLE = re.compile(r': master process \[(\S+)')
 
 CODES = {ratio_audit.WARNING: upgradecheck.Code.WARNING,
          ratio_audit.FAILURE: upgradecheck.Code.FAILURE}
+#: Exit code when no check failed but a cell's database did not answer.
+CELL_DOWN = 3
+EXIT_CODES = (
+    'Exit codes: 0 every check passed; 1 a warning; 2 a failure; 3 no '
+    'failure, but a cell\'s database did not answer: its servers were not '
+    'judged; 255 an unexpected error.')
+CLI_OPTS = [
+    cfg.StrOpt('metrics-textfile', metavar='PATH',
+               help='Also write the results, and how each cell\'s database '
+                    'answered, to PATH for node_exporter\'s textfile '
+                    'collector (a .prom file in its '
+                    '--collector.textfile.directory). Given before the '
+                    'command.'),
+]
 
 #: The request filter whose modes the isolate checks follow.
 ISOLATE_FILTER = 'isolate_vcpu_fallback'
@@ -355,21 +377,28 @@ def _blind_spots(scan, covers=_on_hyperthreaded_hosts):
                          for found in unsure[:5])))
     for hyperthreaded, what in ((True, 'hyperthreaded hosts'), (
             False, 'legacy hosts without hyperthreads')):
-        on_hosts = unseen[hyperthreaded]
-        if on_hosts:
-            notes.append('%s %d servers of %d %s (%s)%s' % (
-                'Could not judge' if scan.down_cells else
-                'The Compute API could not show',
-                sum(map(len, on_hosts.values())), len(on_hosts), what,
-                ', '.join(sorted(on_hosts)),
-                _down_cells(scan) or ': is a cell down?'))
+        by_cell = {}
+        for name, consumers in unseen[hyperthreaded].items():
+            by_cell.setdefault(scan.unseen_cells.get(name), {})[name] = \
+                consumers
+        for cell, on_hosts in sorted(by_cell.items(),
+                                     key=lambda item: item[0] or ''):
+            notes.append(_not_judged(scan, cell, on_hosts, what))
     return ' '.join(notes)
 
 
-def _down_cells(scan):
-    """Which cells' databases did not answer, and why, or ''."""
-    return ''.join('; the database of cell %s did not answer: %s.' % item
-                   for item in sorted(scan.down_cells.items()))
+def _not_judged(scan, cell, on_hosts, what):
+    """The note of the servers of one cell not judged on ``on_hosts``."""
+    servers = sum(map(len, on_hosts.values()))
+    hosts = _names([{'name': name} for name in sorted(on_hosts)])
+    if cell is None:
+        return 'The Compute API could not show %d servers of %d %s (%s): ' \
+            'is a cell down?' % (servers, len(on_hosts), what, hosts)
+    read = {read.name: read for read in scan.cells}[cell]
+    return 'Could not judge %d servers of %d %s of cell %s (%s): its ' \
+        'database could not be read: %s.' % (
+            servers, len(on_hosts), what, cell, hosts, '; '.join(
+                filter(None, (read.reason, read.maps))))
 
 
 def _with_blind_spots(result, scan, covers=_on_hyperthreaded_hosts):
@@ -437,12 +466,59 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         self._progress = common.Progress(PROG)
 
     def check(self):
+        """Run the checks; print them as oslo.upgradecheck does, and cells.
+
+        ``--json`` adds ``cells``, how each cell's database answered; the
+        metrics file gets both. The exit code is the worst result's, or
+        :data:`CELL_DOWN` where a cell did not answer and none failed.
+        """
         try:
             self._read_servers_ahead()
-            return super().check()
+            results = [(name, run_check(self))
+                       for name, run_check in self._upgrade_checks]
+            cells = self._isolate_scan.cells if self._isolate_scan else []
+            if CONF.command.json:
+                print(json.dumps(self._json(results, cells)))
+            else:
+                print(self._table(results))
+            if CONF.metrics_textfile:
+                metrics.write_textfile(CONF.metrics_textfile, metrics.textfile(
+                    [(name, result.code) for name, result in results],
+                    cells, time.time()))
+        except exception.PcpuExtError as error:  # the metrics file's
+            sys.stderr.write('%s: %s\n' % (PROG, error))
+            return common.COULD_NOT_RUN
         except Exception as error:
             # oslo.upgradecheck would print the whole traceback.
             return common.unexpected(PROG, error)
+        worst = max(result.code for _name, result in results)
+        if worst < upgradecheck.Code.FAILURE and any(
+                not cell.answered for cell in cells):
+            return CELL_DOWN
+        return worst
+
+    def _json(self, results, cells):
+        """The results as oslo.upgradecheck's ``--json``, and the cells."""
+        return {'name': self.display_title,
+                'checks': [{'check': name, 'result': result.code,
+                            'details': result.details}
+                           for name, result in results],
+                'cells': [{'cell': cell.name,
+                           'state': 'up' if cell.answered else 'down',
+                           'reason': cell.reason or None,
+                           'seconds': round(cell.seconds, 3),
+                           'hosts': cell.hosts, 'servers': cell.servers}
+                          for cell in cells]}
+
+    def _table(self, results):
+        """The results as oslo.upgradecheck's table shows them."""
+        table = prettytable.PrettyTable([self.display_title],
+                                        hrules=prettytable.ALL, align='l')
+        for name, result in results:
+            table.add_row(['Check: %s\nResult: %s\nDetails: %s' % (
+                name, upgradecheck.UPGRADE_CHECK_MSG_MAP[result.code],
+                self._get_details(result))])
+        return table
 
     @staticmethod
     def _read_servers_ahead():
@@ -555,8 +631,10 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
         mode = fallback_mode()
 
         def judge(placement, found):
-            with_room = sum(destinations.destination(placement, f, mode)
-                            is not None for f in found)
+            cells = destinations.cells_nodes(placement, self._isolate_scan)
+            with_room = sum(destinations.destination(
+                placement, f, mode, destinations.in_cell(cells, f))
+                is not None for f in found)
             without_ht = sum(not f.hyperthreaded for f in found)
             if without_ht:
                 where = ('legacy hosts (no PCPU inventory: vcpu_pin_set, or '
@@ -639,14 +717,12 @@ class UpgradeChecks(upgradecheck.UpgradeCommands):
 
 
 def main():
-    CONF.register_cli_opts(clients.CLI_OPTS)
+    CONF.register_cli_opts(clients.CLI_OPTS + CLI_OPTS)
 
     def command():
         # NOTE: upgradecheck.main() parses the command line without a
-        # version; these are its steps, its module's CONF included (the
-        # checks' --json reads it), with --version.
+        # version; these are its steps, with --version and the exit codes.
         upgradecheck.register_cli_options(CONF, UpgradeChecks())
-        common.parse_args(CONF, PROG)
-        upgradecheck.CONF = CONF
+        common.parse_args(CONF, PROG, epilog=EXIT_CODES)
         return upgradecheck.run(CONF)
     return common.run(PROG, command)

@@ -129,13 +129,14 @@ class ExtensionTestBase(libvirt_base.ServersTestBase):
         return queries
 
     def start_host(self, hostname, topology, dedicated=None, shared=None,
-                   vcpu_pin_set=None):
+                   vcpu_pin_set=None, cell_name=None):
         """Start a compute with the given CPU topology and configuration."""
         self.flags(cpu_dedicated_set=dedicated, cpu_shared_set=shared,
                    group='compute')
         self.flags(vcpu_pin_set=vcpu_pin_set)
         self.start_compute(hostname=hostname,
-                           host_info=fakelibvirt.HostInfo(**topology))
+                           host_info=fakelibvirt.HostInfo(**topology),
+                           cell_name=cell_name)
         return self.compute_rp_uuids[hostname]
 
     def boot(self, extra_spec, expected_state='ACTIVE', vcpu=1):

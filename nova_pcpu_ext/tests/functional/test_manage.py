@@ -431,7 +431,8 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         self.assertEqual([{'server': server['id'], 'from_host': 'compute1',
                            'status': 'ACTIVE', 'to_host': 'compute2',
                            'before': 'VCPU:1', 'after': 'PCPU:1',
-                           'result': 'healed', 'healed': True}], moves)
+                           'result': 'healed', 'healed': True,
+                           'cell': None}], moves)
         self.assertIn('[1/1] %s: healed' % server['id'], result.stderr)
         self.assertEqual(('ACTIVE', 'compute2'), self.where(server))
         self.assertEqual({}, self.cpu_usages(self.ht_rp))
@@ -497,7 +498,7 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
 
         result, moves = self.heal('--max-parallel', '2')
 
-        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertEqual(3, result.returncode, result.stderr)
         self.assertEqual(
             {active['id']: ('ACTIVE', 'compute2', 'PCPU:1', 'healed'),
              paused['id']: ('PAUSED', 'compute2', 'PCPU:1', 'healed'),
@@ -613,7 +614,7 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         self.compute_proxy(move_first)
         result, moves = self.heal()
 
-        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertEqual(3, result.returncode, result.stderr)
         self.assertEqual(
             [(server['id'], 'skipped: moved to compute2 since the run '
               'started')], [(m['server'], m['result']) for m in moves])
@@ -654,8 +655,8 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
         dry_run, planned = self.heal('--dry-run')
         result, moves = self.heal()
 
-        self.assertEqual(1, dry_run.returncode)
-        self.assertEqual(1, result.returncode)
+        self.assertEqual(3, dry_run.returncode)
+        self.assertEqual(3, result.returncode)
         for listed in (planned, moves):
             self.assertEqual(
                 [(server['id'], 'no eligible destination: no enabled host '
@@ -723,7 +724,7 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
 
         result, moves = self.heal()
 
-        self.assertEqual(1, result.returncode)
+        self.assertEqual(3, result.returncode)
         self.assertEqual(
             [{'server': server['id'], 'from_host': 'compute1',
               'status': 'ACTIVE', 'to_host': 'compute1', 'before': 'VCPU:1',
@@ -731,7 +732,7 @@ class HealIsolateTest(operator_commands.OperatorCommandTestBase,
               'result': 'failed, left ACTIVE on compute1: '
                         'compute_check_can_live_migrate_destination: '
                         'Migration pre-check error: refused by the test',
-              'healed': False}], moves)
+              'healed': False, 'cell': None}], moves)
         self.assertEqual(('ACTIVE', 'compute1'), self.where(server))
         self.assertEqual({'VCPU': 1}, self.cpu_usages(self.ht_rp))
 

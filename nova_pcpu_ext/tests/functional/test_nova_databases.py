@@ -114,6 +114,12 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         self.assertIn(flavor_isolate['id'], through_api[ON_HT][1])
         del checks[ON_HT], through_api[ON_HT]
         self.assertEqual(through_api, checks)
+        # The Compute API shows no cell; no host of its has room either.
+        self.assertEqual({'cell1'}, {row.pop('cell') for row in rows})
+        for row in rows:
+            row['result'] = row['result'].replace(' in its cell', '')
+        self.assertEqual([None], [row.pop('cell')
+                                  for row in rows_through_api])
         self.assertEqual(
             [row for row in rows if row['server'] != volume_isolate['id']],
             rows_through_api)
@@ -158,17 +164,22 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         code, checks = check(self.status, extra_conf=databases)
         heal_code, rows = self.heal_dry_run(databases)
 
-        self.assertEqual(1, code, checks)
+        # A partial result: neither a warning nor "run again".
+        self.assertEqual(3, code, checks)
         result, details = checks[ON_HT]
         self.assertEqual(1, result)
-        self.assertTrue(details.startswith(
-            'Could not judge 1 servers of 1 hyperthreaded hosts (compute1); '
-            'the database of cell cell1 did not answer: '), details)
-        self.assertEqual(1, heal_code)
+        self.assertRegex(
+            details, r'^Could not judge 1 servers of 1 hyperthreaded hosts of '
+            r'cell cell1 \(compute1\): its database could not be read: '
+            r'.* \(after \d+\.\d s; .*\); the cell maps 1 compute hosts and '
+            r'1 servers\.$')
+        self.assertEqual(4, heal_code)
         row, = rows
-        self.assertEqual(server['id'], row['server'])
+        self.assertEqual(('', 'cell1', 'compute1'),
+                         (row['server'], row['cell'], row['from_host']))
         self.assertTrue(row['result'].startswith(
-            'skipped: its cell did not answer: cell1: '), row)
+            'not judged: 1 servers on 1 hosts: the database of cell cell1 '
+            'could not be read: '), row)
 
     def copies(self):
         """nova.conf lines of :meth:`nova_databases`, and the cells' files.
@@ -200,8 +211,8 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         with _locked(paths['cell1']):
             code, checks = check(self.status, extra_conf=(
                 databases + '[pcpu_ext]\ndatabase_timeout = 1\n'))
-        self.assertEqual(1, code, checks)
-        self.assertIn('the database of cell cell1 did not answer: '
+        self.assertEqual(3, code, checks)
+        self.assertIn('its database could not be read: '
                       '(sqlite3.OperationalError) database is locked '
                       '(after ', checks[ON_HT][1])
         self.assertIn('[pcpu_ext] database_timeout = 1 s bounds each '
@@ -268,6 +279,10 @@ class NovaDatabasesTest(operator_commands.OperatorCommandTestBase):
         self.useFixture(fixtures.MockPatch('nova.db.api.api.configure'))
         self.useFixture(fixtures.MockPatchObject(
             nova_db.NovaDatabase, '_release'))
+        # Nova's fixtures name each cell's database by the cell's name.
+        self.useFixture(fixtures.MockPatchObject(
+            nova_db.NovaDatabase, '_cell_url',
+            lambda _self, cell: cell.database_connection))
         database = nova_db.NovaDatabase(nova.conf.CONF)
         statements = []
 

@@ -449,7 +449,9 @@ class ServerStatesTest(operator_commands.OperatorCommandTestBase,
             # heal reads the Compute API, which shows no properties of a
             # deleted image before 2.98: the server is not found.
             del expected['image deleted']
-        self.assertEqual((2, 1), (through_api[0], through_api[2]))
+        # Servers skipped (locked, busy, not movable): for the operator
+        # to look at, not for a run again.
+        self.assertEqual((2, 3), (through_api[0], through_api[2]))
         self.assertEqual(expected, {state: results for state, results in
                                     healed.items() if results})
 
@@ -484,8 +486,13 @@ class ServerStatesTest(operator_commands.OperatorCommandTestBase,
 
     @staticmethod
     def by_state(servers, run):
-        """``{state: its server's heal rows}`` of a run, sorted."""
-        rows = run[3]
+        """``{state: its server's heal rows}`` of a run, sorted.
+
+        Without the server's cell, which only Nova's databases show, and
+        which destinations of the one cell here are kept to.
+        """
+        rows = [dict(row, cell=None, result=row['result'].replace(
+            ' in its cell', '')) for row in run[3]]
         return {state: sorted(json.dumps(row, sort_keys=True)
                               for row in rows if row['server'] == server[
                                   'id'])
@@ -556,7 +563,7 @@ class CandidateQueryTest(test.TestCase):
         self.instance({'hw:cpu_policy': 'dedicated'})
 
         candidates = nova_db._candidates(self.cell)
-        shown = nova_db.NovaDatabase._read(self.cell, sorted(candidates))
+        shown = nova_db._read(self.cell, sorted(candidates))
 
         self.assertEqual({soft_deleted.uuid: set(),
                           moving.uuid: {'compute1', 'compute2'}},

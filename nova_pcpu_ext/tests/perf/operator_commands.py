@@ -16,7 +16,8 @@ In the cloud tox environment (``tox -e cloud --notest``), as root, with
 MariaDB installed (``tools/install-cloud-packages.sh``)::
 
     .tox/cloud/bin/python -m nova_pcpu_ext.tests.perf.operator_commands \\
-        [--hosts 1000] [--servers 5000] [--old REF] [--workers 4]
+        [--hosts 1000] [--servers 5000] [--cells 1] [--down CELL] \\
+        [--old REF] [--workers 4]
 
 Starts MariaDB, keystone, glance, the network stand-in, placement and
 nova-api (gunicorn, ``--workers`` each), as the loopback cloud does, and
@@ -26,7 +27,10 @@ hosts (service, compute node, host mapping, resource provider with
 (instance with its flavor, the image properties Nova stores, info cache,
 instance mapping, request spec, allocation). One server in ten forbids
 hyperthreads and consumes ``VCPU`` (bug 1889633); one allocation in a
-hundred belongs to no server, as a migration's does.
+hundred belongs to no server, as a migration's does. With ``--cells N``
+the hosts are split into N cells (cell1 to cellN, each a database of its
+own on the same MariaDB), in blocks of neighbours, each server in its
+host's cell.
 
 Beside the bulk, :data:`CASE_SERVERS` servers of each correctness case
 (``--hosts`` 2 at least), every one on a hyperthreaded host:
@@ -49,9 +53,12 @@ Then runs ``upgrade check``, ``placement audit`` and ``heal isolate
 --dry-run`` as processes, this checkout's code and, with ``--old``, the
 package at that git ref, on a nova.conf with the Nova databases
 (``[api_database]`` and ``[database] connection``), which code that reads
-servers through the Compute API ignores. Prints per command the wall
-time, the CPU time it and each service used, the SQL statements MariaDB
-was sent meanwhile (by the services and the command), and, from the
+servers through the Compute API ignores. With ``--down CELL``, this
+checkout's code runs each command once more with that cell's database
+refusing connections (``[pcpu_ext] cell_database_connections`` names a
+closed port for it), as a cell down for maintenance. Prints per command
+the wall time, the CPU time it and each service used, the SQL statements
+MariaDB was sent meanwhile (by the services and the command), and, from the
 services' access logs, the requests per endpoint with their p50 and p95
 latency. The work directory keeps the seeded cloud: ``--reuse WORK_DIR``
 runs the commands on it again, without seeding it again (38 minutes at
@@ -213,8 +220,29 @@ class SeededCloud:
             raise RuntimeError('%s %s: %s' % (method, url, response.text))
         return response
 
-    def seed(self, hosts, servers):
+    def add_cells(self, cells):
+        """Cells cell2 to cell``cells``, each synced as cell1 is."""
+        for number in range(2, cells + 1):
+            name = 'cell%d' % number
+            url = self.nova.db.database('%s_nova_%s' % (NAME, name))
+            self.nova.manage('cell_v2', 'create_cell', '--name', name,
+                             '--database_connection', url,
+                             # Nova refuses a cell of another's transport.
+                             '--transport-url', '%s_%s' % (
+                                 self.nova.transport_url, name))
+            nova_conf = configparser.ConfigParser(interpolation=None)
+            nova_conf.read(self.nova.nova_conf)
+            nova_conf['database']['connection'] = url
+            path = os.path.join(self.dir, '%s.conf' % name)
+            with open(path, 'w') as out:
+                nova_conf.write(out)
+            deploy.run([os.path.join(
+                self.nova.releases['controllers'].bin, 'nova-manage'),
+                '--config-file', path, 'db', 'sync', '--local_cell'])
+
+    def seed(self, hosts, servers, cells=1):
         """Seed the cloud; ``{what: how many}``."""
+        self.add_cells(cells)
         nodes = ['compute%05d' % n for n in range(hosts)]
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             providers = dict(zip(nodes, pool.map(self._provider, nodes)))
@@ -232,7 +260,7 @@ class SeededCloud:
                 lambda start: self._allocate(
                     allocations[start:start + BATCH], providers),
                 range(0, len(allocations), BATCH)))
-        return dict({'hosts': hosts, 'servers': servers,
+        return dict({'hosts': hosts, 'servers': servers, 'cells': cells,
                      'isolate servers on VCPU': -(-servers // ISOLATE_EVERY),
                      'consumers that are no server': len(migrations)},
                     **{case: len(found) for case, found in cases.items()})
@@ -268,11 +296,15 @@ class SeededCloud:
                     raise
         return self.placement('POST', '/allocations', body)
 
-    def commands_conf(self):
-        """The commands' nova.conf: placement's, and Nova's databases."""
+    def commands_conf(self, down=None):
+        """The commands' nova.conf: placement's, and Nova's databases.
+
+        With the database of the cell ``down`` refusing connections.
+        """
         nova_conf = configparser.ConfigParser(interpolation=None)
         nova_conf.read(self.nova.nova_conf)
-        path = os.path.join(self.dir, 'commands.conf')
+        path = os.path.join(self.dir, 'commands%s.conf' % (
+            '-%s-down' % down if down else ''))
         deploy.write_conf(path, {
             # The connections alone: configparser's sections hold
             # DEFAULT's options too.
@@ -286,7 +318,10 @@ class SeededCloud:
                 'auth_url': self.shared.keystone_url,
                 'username': 'admin', 'password': deploy.ADMIN_PASSWORD,
                 'project_name': 'admin', 'user_domain_name': 'Default',
-                'project_domain_name': 'Default', 'region_name': NAME}})
+                'project_domain_name': 'Default', 'region_name': NAME},
+            'pcpu_ext': {'cell_database_connections': (
+                '%s=mysql+pymysql://nobody:none@127.0.0.1:1/none' % down)}
+            if down else {}})
         return path
 
     def cpu_seconds(self):
@@ -323,7 +358,8 @@ class SeededCloud:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu['command'] = (after.ru_utime + after.ru_stime -
                           children.ru_utime - children.ru_stime)
-        if result.returncode not in (0, 1, 2) or not result.stdout:
+        # 3 and 4: servers skipped or not judged, as the pages say.
+        if result.returncode not in (0, 1, 2, 3, 4) or not result.stdout:
             raise RuntimeError('%s failed: %s' % (args, result.stderr))
         time.sleep(1)  # gunicorn logs a request after answering it
         return wall, result, {
@@ -376,31 +412,40 @@ class NovaSeeder:
         self.network_model = network_model
         self.utils = utils
         self.admin = context.get_admin_context()
-        self.cell = next(cell for cell in objects.CellMappingList.get_all(
-            self.admin) if cell.name == 'cell1')
+        self.cells = sorted((cell for cell in objects.CellMappingList.get_all(
+            self.admin) if not cell.is_cell0()), key=lambda cell: cell.name)
         self.image_id = image_id
         self.nodes = {}
+        #: ``{node: its cell}``: neighbours share one, so that a move is
+        #: within a cell.
+        self.cell_of = {}
 
     def add_hosts(self, providers):
+        for number, node in enumerate(providers):
+            self.cell_of[node] = self.cells[
+                number * len(self.cells) // len(providers)]
+        for node, rp_uuid in providers.items():
+            self._add_host(node, rp_uuid)
+
+    def _add_host(self, node, rp_uuid):
         objects = self.objects
-        with self.context.target_cell(self.admin, self.cell) as cctxt:
-            for node, rp_uuid in providers.items():
-                service = objects.Service(cctxt, host=node,
-                                          binary='nova-compute',
-                                          topic='compute', report_count=0)
-                service.create()
-                compute_node = objects.ComputeNode(
-                    cctxt, uuid=rp_uuid, host=node, hypervisor_hostname=node,
-                    service_id=service.id, vcpus=64, memory_mb=524288,
-                    local_gb=2000, vcpus_used=0, memory_mb_used=0,
-                    local_gb_used=0, hypervisor_type='QEMU',
-                    hypervisor_version=8002000, cpu_info='{}',
-                    supported_hv_specs=[], cpu_allocation_ratio=4.0,
-                    ram_allocation_ratio=1.0, disk_allocation_ratio=1.0)
-                compute_node.create()
-                self.nodes[node] = compute_node.id
-                objects.HostMapping(self.admin, host=node,
-                                    cell_mapping=self.cell).create()
+        cell = self.cell_of[node]
+        with self.context.target_cell(self.admin, cell) as cctxt:
+            service = objects.Service(cctxt, host=node, binary='nova-compute',
+                                      topic='compute', report_count=0)
+            service.create()
+            compute_node = objects.ComputeNode(
+                cctxt, uuid=rp_uuid, host=node, hypervisor_hostname=node,
+                service_id=service.id, vcpus=64, memory_mb=524288,
+                local_gb=2000, vcpus_used=0, memory_mb_used=0,
+                local_gb_used=0, hypervisor_type='QEMU',
+                hypervisor_version=8002000, cpu_info='{}',
+                supported_hv_specs=[], cpu_allocation_ratio=4.0,
+                ram_allocation_ratio=1.0, disk_allocation_ratio=1.0)
+            compute_node.create()
+            self.nodes[node] = compute_node.id
+        objects.HostMapping(self.admin, host=node,
+                            cell_mapping=cell).create()
 
     def _flavor(self, name, extra_specs):
         flavor = self.objects.Flavor(
@@ -481,7 +526,8 @@ class NovaSeeder:
 
     def _move(self, server, flavor, source, node, kind, status):
         """The record of a move of ``server`` to ``node``."""
-        with self.context.target_cell(self.admin, self.cell) as cctxt:
+        with self.context.target_cell(self.admin,
+                                      self.cell_of[source]) as cctxt:
             self.objects.Migration(
                 cctxt, instance_uuid=server, migration_type=kind,
                 status=status, source_compute=source, source_node=source,
@@ -498,7 +544,8 @@ class NovaSeeder:
         # Booted from volume: no image, the volume's image metadata in
         # its place.
         image_ref = image.get('id', '')
-        with self.context.target_cell(self.admin, self.cell) as cctxt:
+        cell = self.cell_of[node]
+        with self.context.target_cell(self.admin, cell) as cctxt:
             objects.Instance(
                 cctxt, uuid=server, project_id=project, user_id=user,
                 host=node, node=node, compute_id=self.nodes[node],
@@ -519,7 +566,7 @@ class NovaSeeder:
                     boot_index=0, device_name='/dev/vda',
                     delete_on_termination=False).create()
         objects.InstanceMapping(
-            self.admin, instance_uuid=server, cell_mapping=self.cell,
+            self.admin, instance_uuid=server, cell_mapping=cell,
             project_id=project, user_id=user,
             queued_for_delete=False).create()
         objects.RequestSpec.from_components(
@@ -582,17 +629,30 @@ def findings(name, result, hidden=frozenset()):
     shows only some), their rows, and with the rows those it has none of.
     Without the status of a row of a server with a task in progress: read
     from Nova's databases, it is its ``vm_state``'s (see
-    :data:`nova_pcpu_ext.nova_db.STATUS`), the Compute API's names the task.
+    :data:`nova_pcpu_ext.nova_db.STATUS`), the Compute API's names the task
+    (:func:`_comparable`).
     """
     output = json.loads(result.stdout)
+    # NOTE: not the exit codes, which differ by release where the same is
+    # found (heal isolate's 3 for servers skipped was 1 before 2.0.0).
     if name == 'upgrade check':
-        return result.returncode, [_check(check, len(hidden))
-                                   for check in output['checks']]
-    return result.returncode, sorted(
-        json.dumps(dict(row, status=None) if '(task ' in row.get('result', '')
-                   else row, sort_keys=True)
+        return [_check(check, len(hidden)) for check in output['checks']]
+    return sorted(
+        json.dumps(_comparable(row), sort_keys=True)
         for row in output if row.get('server') not in hidden), sorted(
             hidden - {row.get('server') for row in output})
+
+
+def _comparable(row):
+    """A row of ``heal isolate`` without what only newer code shows.
+
+    Its cell, and that a destination was sought in it (since 2.0.0).
+    """
+    row = {key: value for key, value in row.items() if key != 'cell'}
+    row['result'] = row['result'].replace(' in its cell', '')
+    if '(task ' in row['result']:
+        row['status'] = None
+    return row
 
 
 def _check(check, hidden):
@@ -634,6 +694,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--hosts', type=int, default=1000)
     parser.add_argument('--servers', type=int, default=5000)
+    parser.add_argument('--cells', type=int, default=1,
+                        help='cells the hosts are split into')
+    parser.add_argument('--down', metavar='CELL',
+                        help='also run this checkout\'s code with the '
+                             'database of this cell refusing connections')
     parser.add_argument('--workers', type=int, default=4,
                         help='gunicorn workers of placement and nova-api')
     parser.add_argument('--old', metavar='REF',
@@ -645,6 +710,8 @@ def main():
     args = parser.parse_args()
     if args.hosts < 2:
         parser.error('--hosts: 2 at least, for an evacuated server')
+    if not 1 <= args.cells <= args.hosts // 2:
+        parser.error('--cells: 1 to half the hosts')
     work_dir = args.reuse or args.work_dir or tempfile.mkdtemp(
         prefix='operator-cost-')
     seeded_path = os.path.join(work_dir, SEEDED)
@@ -670,7 +737,8 @@ def main():
             cloud.from_volume = frozenset(seeded['from_volume'])
         else:
             start = time.monotonic()
-            results['cloud'] = cloud.seed(args.hosts, args.servers)
+            results['cloud'] = cloud.seed(args.hosts, args.servers,
+                                          args.cells)
             results['cloud']['seeded in s'] = round(time.monotonic() - start)
             with open(seeded_path, 'w') as out:
                 json.dump({'ports': cloud.ports, 'cloud': results['cloud'],
@@ -693,6 +761,14 @@ def main():
                 sys.exit('%s: the old and new code found different things '
                          '(those only the new can see left out): %s; their '
                          'output is in %s' % (name, found, work_dir))
+            if args.down:
+                design = 'new, %s down' % args.down
+                wall, result, requests_by_service, cpu, sql = cloud.run(
+                    REPO, command, command_args,
+                    cloud.commands_conf(args.down))
+                keep_output(work_dir, name, design, result)
+                results['%s, %s' % (name, design)] = report(
+                    design, name, wall, requests_by_service, cpu, sql)
     finally:
         cloud.stop()
     with open(os.path.join(work_dir, 'results.json'), 'w') as out:

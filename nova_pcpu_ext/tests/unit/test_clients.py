@@ -126,6 +126,24 @@ class ServiceErrorTest(base.TestCase):
         self.assertEqual('placement 1.36', self.requests.request_history[
             0].headers['OpenStack-API-Version'])
 
+    def test_a_candidate_among_a_cell_s_nodes(self):
+        """As Nova's scheduler: the first of the server's cell's."""
+        self.requests.get(ENDPOINT + '/allocation_candidates', json={
+            'allocation_requests': [{'allocations': {
+                rp: {'resources': {'PCPU': 2}}}} for rp in ('rp-1', 'rp-2')],
+            'provider_summaries': {rp: {'root_provider_uuid': rp}
+                                   for rp in ('rp-1', 'rp-2')}})
+        self.requests.get(ENDPOINT + '/resource_providers/rp-2',
+                          json={'uuid': 'rp-2', 'name': 'node2'})
+        self.placement.candidate_limit = 7
+        for among, name in (({'rp-2'}, 'node2'), ({'rp-3'}, None)):
+            self.assertEqual(name, self.placement.candidate(
+                [{'PCPU': 2}], ('!HW_CPU_X',), among))
+        self.assertEqual(['/allocation_candidates?limit=7&resources=PCPU:2'
+                          '&root_required=!HW_CPU_X',
+                          '/resource_providers/rp-2'],
+                         [r.path_url for r in self.requests.request_history])
+
     def test_each_candidate_query_once(self):
         self.requests.get(ENDPOINT + '/allocation_candidates', json={
             'allocation_requests': [], 'provider_summaries': {}})

@@ -66,8 +66,9 @@ class DestinationRequestsTest(base.TestCase):
     def test_destination_asks_the_queries_in_turn(self):
         asked = []
         placement = fakes.FakePlacement({})
-        placement.candidate = lambda groups, root_required: asked.append(
-            (groups, root_required)) or ('node2' if len(asked) == 2 else None)
+        placement.candidate = lambda groups, root_required, among: (
+            asked.append((groups, root_required)) or
+            ('node2' if len(asked) == 2 else None))
 
         self.assertEqual('node2', destinations.destination(
             placement, self.found({'VCPU': 1}, dedicated=True),

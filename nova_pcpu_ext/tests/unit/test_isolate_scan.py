@@ -168,6 +168,14 @@ class IsolateReasonTest(base.TestCase):
                                                                    compute))
 
 
+def fake_database(down_cells=(), cell_nodes=()):
+    """A NovaDatabase whose cells answered but ``down_cells``."""
+    database = mock.Mock(down_cells=dict(down_cells),
+                         cell_nodes=dict(cell_nodes))
+    database.cell_reads.return_value = []
+    return database
+
+
 @ddt.ddt
 class IsolateServersTest(base.TestCase):
 
@@ -205,7 +213,7 @@ class IsolateServersTest(base.TestCase):
         self.assertEqual({}, scan.unseen)
 
     def candidates_scan(self, placement, *candidates):
-        database = mock.Mock(down_cells={})
+        database = fake_database()
         database.candidates.return_value = {
             candidate['id']: candidate for candidate in candidates}
         compute = FakeCompute([])
@@ -267,21 +275,31 @@ class IsolateServersTest(base.TestCase):
             read.args[0] for read in
             placement.consumer_allocations.call_args_list])
 
-    def test_while_a_cell_is_down_consumers_of_every_provider(self):
-        placement = fake_placement({'compute1': ({'VCPU': {}}, {
-            'a': {'VCPU': 1}, 'b': {'VCPU': 1}})})
-        database = mock.Mock(down_cells={'cell1': 'refused'})
-        database.candidates.return_value = None
+    def test_a_cell_down_costs_the_hosts_of_that_cell_alone(self):
+        """The hosts no cell that answered has: their consumers, not judged.
+
+        Those of the cells that answered are read as when all answer.
+        """
+        placement = fake_placement({
+            'compute1': ({'VCPU': {}}, {'a': {'VCPU': 1}, 'c': {'VCPU': 1}}),
+            'compute2': ({'VCPU': {}}, {'b': {'VCPU': 1}, 'd': {'VCPU': 1}})})
+        database = fake_database(down_cells={'cell2': 'refused'},
+                                 cell_nodes={'cell1': {'compute1'}})
+        database.candidates.return_value = {'a': server('a', **ISOLATE)}
         database.servers.return_value = {
-            'a': server('a', **ISOLATE), 'b': {'id': 'b', 'status': 'UNKNOWN'}}
+            consumer: {'id': consumer, 'status': 'UNKNOWN',
+                       server_fields.CELL: 'cell2'} for consumer in 'bd'}
 
         scan = isolate_scan.isolate_servers(placement, FakeCompute([]),
                                             database=database)
 
-        database.servers.assert_called_once_with({'a', 'b'}, mock.ANY)
+        database.servers.assert_called_once_with({'b', 'd'}, mock.ANY)
+        self.assertEqual(['compute1', 'compute2'], sorted(
+            read.args[0] for read in placement.allocations.call_args_list))
         self.assertEqual(['a'], [f.server['id'] for f in scan.found])
-        self.assertEqual({'compute1': ['b']}, scan.unseen)
-        self.assertEqual({'cell1': 'refused'}, scan.down_cells)
+        self.assertEqual({'compute2': ['b', 'd']}, scan.unseen)
+        self.assertEqual({'compute2': 'cell2'}, scan.unseen_cells)
+        self.assertEqual({'cell2': 'refused'}, scan.down_cells)
 
     def test_one_listing_of_the_cloud(self):
         placement = fake_placement({
@@ -305,7 +323,7 @@ class IsolateServersTest(base.TestCase):
     def test_no_listing_without_consumers(self):
         placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
         compute = FakeCompute([server('a', **ISOLATE)])
-        self.assertEqual(([], {}, frozenset(), [], [], {}),
+        self.assertEqual(([], {}, frozenset(), [], [], {}, [], {}, {}),
                          dataclasses.astuple(
                              isolate_scan.isolate_servers(placement, compute)))
         self.assertEqual([], compute.listings)

@@ -25,6 +25,8 @@ from nova_pcpu_ext.cmd import manage
 from nova_pcpu_ext import exception
 from nova_pcpu_ext import heal
 from nova_pcpu_ext import isolate_scan
+from nova_pcpu_ext import nova_db
+from nova_pcpu_ext import server_fields
 from nova_pcpu_ext.tests.unit import base
 
 
@@ -293,7 +295,7 @@ class PlanTest(base.TestCase):
 
     def plan(self, scan, **kwargs):
         placement = FakePlacement(None)
-        placement.candidate = lambda groups, root_required: 'no-ht'
+        placement.candidate = lambda groups, root_required, among: 'no-ht'
         return [(m.server, m.result, m.wanted)
                 for m in heal.plan(scan, placement, **kwargs)]
 
@@ -318,13 +320,83 @@ class PlanTest(base.TestCase):
         scan.found[0].allocations['gpu'] = {'VGPU': 1}
         scan.found[0].nested = frozenset(['gpu'])
         placement = FakePlacement(None)
-        placement.candidate = lambda groups, root_required: None
+        placement.candidate = lambda groups, root_required, among: None
 
         move, = heal.plan(scan, placement)
 
         self.assertEqual('no eligible destination: no enabled host without '
                          'hyperthreads has room for PCPU:1; VGPU:1 of a '
                          'nested provider', move.result)
+
+    def test_a_destination_in_the_server_s_cell(self):
+        """Nova moves a server within its cell: room elsewhere is none."""
+        scan = self.scan(False, False)
+        for found, cell in zip(scan.found, ('cell1', 'cell2')):
+            found.server[server_fields.CELL] = cell
+        scan.cell_nodes = {'cell1': {'node1'}, 'cell2': {'node2'}}
+        placement = FakePlacement(None)
+        placement.providers = lambda: [{'name': 'node1', 'uuid': 'rp-1'},
+                                       {'name': 'node2', 'uuid': 'rp-2'}]
+        placement.candidate = lambda groups, root_required, among: (
+            'node1' if 'rp-1' in among else None)
+
+        moves = heal.plan(scan, placement)
+
+        self.assertEqual(
+            [('0', 'cell1', 'planned', 'node1'),
+             ('1', 'cell2', 'no eligible destination: no enabled host '
+              'without hyperthreads in its cell has room for PCPU:1', None)],
+            [(m.server, m.cell, m.result, m.room) for m in moves])
+
+    def test_a_row_per_cell_not_read(self):
+        scan = self.scan()
+        scan.unseen = {'ht%d' % number: ['s%d' % number]
+                       for number in range(7)}
+        scan.unseen['other'] = ['t', 'u']
+        scan.unseen_cells = dict.fromkeys(scan.unseen, 'cell2')
+        scan.unseen_cells['other'] = None
+        scan.cells = [nova_db.CellRead('cell2', False, 1.0, 'refused', 9, 99)]
+
+        rows = heal.plan(scan, FakePlacement(None))
+
+        self.assertEqual(
+            [('', None, 'other', 'not judged: 2 servers on 1 hosts: the '
+              'Compute API cannot show them: is a cell down?'),
+             ('', 'cell2', 'ht0, ht1, ht2, ht3, ht4 and 2 more',
+              'not judged: 7 servers on 7 hosts: the database of cell '
+              'cell2 could not be read: refused; the cell maps 9 compute '
+              'hosts and 99 servers')],
+            [(m.server, m.cell, m.from_host, m.result) for m in rows])
+
+
+@ddt.ddt
+class HealCodeTest(base.TestCase):
+    """Only 1 says: run again, as nova-manage's heal_allocations."""
+
+    ROWS = {
+        'healed': heal.Move('a', 'ht', 'ACTIVE', '', result='healed',
+                            healed=True),
+        'legacy': heal.Move('b', 'ht', 'ACTIVE', '', result=heal.LEGACY,
+                            wanted=False),
+        'left': heal.Move('c', 'ht', 'ACTIVE', '',
+                          result=heal.LEFT % 1),
+        'dry run': heal.Move('d', 'ht', 'ACTIVE', '',
+                             result='dry run: would migrate (room on x)'),
+        'locked': heal.Move('e', 'ht', 'ACTIVE', '',
+                            result='skipped: locked'),
+        'failed': heal.Move('f', 'ht', 'ACTIVE', '', result='failed: no'),
+        'cell': heal.Move('', 'ht', 'UNKNOWN', '', not_judged=True,
+                          result='not judged: ...'),
+    }
+
+    @ddt.data(((), 0), (('healed', 'legacy'), 0), (('healed', 'left'), 1),
+              (('dry run',), 1), (('left', 'locked'), 3),
+              (('locked',), 3), (('failed', 'cell'), 3),
+              (('left', 'cell'), 4), (('cell',), 4))
+    @ddt.unpack
+    def test_exit_code(self, rows, code):
+        self.assertEqual(code, manage.heal_code(
+            [self.ROWS[row] for row in rows]))
 
 
 @ddt.ddt

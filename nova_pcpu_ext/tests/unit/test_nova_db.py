@@ -148,15 +148,26 @@ class ServersTest(base.TestCase):
         self.instances.side_effect = read
 
         found = self.database.servers({A, B})
+        asked = self.instances.call_count
+        again = self.database.servers({A, B})
 
         self.assertEqual('ACTIVE', found[A]['status'])
-        self.assertEqual({'id': B, 'status': 'UNKNOWN'}, found[B])
+        self.assertEqual('cell1', found[A][server_fields.CELL])
+        self.assertEqual({'id': B, 'status': 'UNKNOWN',
+                          server_fields.CELL: 'cell2'}, found[B])
         self.assertEqual(['cell2'], list(self.database.down_cells))
         self.assertRegex(
             self.database.down_cells['cell2'],
             r'^connection refused \(after \d+\.\d s; \[pcpu_ext\] '
             r'database_timeout = 30 s bounds each connection and '
             r'statement\)$')
+        # A cell that did not answer is not asked again: its wait is paid
+        # once a run.
+        self.assertEqual(found, again)
+        self.assertEqual(asked + 1, self.instances.call_count)
+        self.assertEqual([('cell1', True), ('cell2', False)], [
+            (read.name, read.answered) for read in sorted(
+                self.database.cells.values(), key=lambda read: read.name)])
 
     def test_a_cell_whose_objects_fail_is_named_not_down(self):
         self.map({A: 'cell1'})
@@ -201,7 +212,13 @@ class ServersTest(base.TestCase):
             "Nova's API database answered, but Nova's objects could not "
             "read its mappings: KeyError: 'cell_mapping' (at "), error)
 
+    def nodes(self, *names):
+        return self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._compute_nodes',
+            return_value=frozenset(names))).mock
+
     def test_candidates_of_every_cell_but_cell0(self):
+        self.nodes('compute1')
         cell0 = objects.CellMapping(
             uuid=objects.CellMapping.CELL0_UUID, name='cell0',
             database_connection='sqlite://', transport_url='none:///')
@@ -218,9 +235,15 @@ class ServersTest(base.TestCase):
         self.assertEqual({A: set(), B: {'compute1', 'compute2'}}, {
             uuid: server[server_fields.MOVE_NODES]
             for uuid, server in found.items()})
+        self.assertEqual({A: 'cell1', B: 'cell2'}, {
+            uuid: server[server_fields.CELL]
+            for uuid, server in found.items()})
         self.assertEqual(2, asked.call_count)
+        self.assertEqual({'cell1': {'compute1'}, 'cell2': {'compute1'}},
+                         self.database.cell_nodes)
 
     def test_candidates_read_ahead_once(self):
+        self.nodes()
         self.patch('CellMappingList.get_all').return_value = [
             self.cells['cell1']]
         asked = self.useFixture(fixtures.MockPatch(
@@ -235,17 +258,69 @@ class ServersTest(base.TestCase):
         self.assertEqual([[A], [A]], [list(each) for each in found])
         asked.assert_called_once()
 
-    def test_no_candidates_while_a_cell_does_not_answer(self):
+    def test_candidates_of_the_cells_that_answer(self):
+        """A cell that does not answer costs that cell alone."""
+        self.nodes('compute1')
+        self.patch('CellMappingList.get_all').return_value = [
+            self.cells['cell1'], self.cells['cell2']]
+
+        def read(context):
+            if context.db_connection is self.database._database(
+                    self.cells['cell2']):
+                raise db_exception.DBConnectionError('refused')
+            return {A: set()}
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._candidates', side_effect=read))
+        self.instances.side_effect = lambda context, filters, **kw: [
+            instance(uuid) for uuid in filters['uuid']]
+
+        self.assertEqual([A], list(self.database.candidates()))
+        self.assertEqual(['cell2'], list(self.database.down_cells))
+        self.assertTrue(self.database.down_cells['cell2'].startswith(
+            'refused (after '))
+        self.assertEqual({'cell1': {'compute1'}}, self.database.cell_nodes)
+
+    def test_an_account_that_may_not_read_compute_nodes(self):
+        """Granted what earlier releases read: the cell still answers."""
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._compute_nodes',
+            side_effect=sa.exc.OperationalError('SELECT', {}, 'denied')))
         self.patch('CellMappingList.get_all').return_value = [
             self.cells['cell1']]
         self.useFixture(fixtures.MockPatch(
-            'nova_pcpu_ext.nova_db._candidates',
-            side_effect=db_exception.DBConnectionError('refused')))
+            'nova_pcpu_ext.nova_db._candidates', return_value={A: set()}))
+        self.instances.side_effect = lambda context, filters, **kw: [
+            instance(uuid) for uuid in filters['uuid']]
 
-        self.assertIsNone(self.database.candidates())
-        self.assertEqual(['cell1'], list(self.database.down_cells))
-        self.assertTrue(self.database.down_cells['cell1'].startswith(
-            'refused (after '))
+        self.assertEqual([A], list(self.database.candidates()))
+        self.assertEqual(({}, {}), (self.database.down_cells,
+                                    self.database.cell_nodes))
+
+    def test_an_account_that_may_not_read_the_mappings_counted(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._mapped',
+            side_effect=sa.exc.OperationalError('SELECT', {}, 'denied')))
+        self.map({A: 'cell1'})
+        self.instances.return_value = []
+        self.database.servers({A})
+
+        read, = self.database.cell_reads()
+        self.assertEqual(('cell1', True, None, ''),
+                         (read.name, read.answered, read.hosts, read.maps))
+
+    def test_what_each_cell_maps(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_pcpu_ext.nova_db._mapped', return_value=(
+                {1: 600, 2: 3}, {1: 5000})))
+        self.cells['cell1'].id, self.cells['cell2'].id = 1, 2
+        self.map({A: 'cell1', B: 'cell2'})
+        self.instances.side_effect = db_exception.DBConnectionError('no')
+        self.database.servers({A, B})
+
+        self.assertEqual(
+            [('cell1', 'the cell maps 600 compute hosts and 5000 servers'),
+             ('cell2', 'the cell maps 3 compute hosts and 0 servers')],
+            [(read.name, read.maps) for read in self.database.cell_reads()])
 
 
 READ_WRITE = 'mysql+pymysql://nova:rw-secret@db1:3306/nova_cell1?charset=utf8'
@@ -267,8 +342,8 @@ class ConnectionTest(base.TestCase):
             'nova_pcpu_ext.nova_db._templated_cells',
             return_value=set())).mock
 
-    def opened(self, *cells):
-        """The URL each of ``cells`` is opened with."""
+    def read(self, *cells):
+        """The NovaDatabase that read ``cells``' servers, one server each."""
         mappings = {c.uuid: c for c in cells}
         self.useFixture(fixtures.MockPatch(
             'nova.objects.InstanceMappingList.get_by_instance_uuids',
@@ -278,7 +353,11 @@ class ConnectionTest(base.TestCase):
                 for uuid in batch]))
         database = nova_db.NovaDatabase(self.conf.conf)
         database.servers(set(mappings))
-        self.assertEqual({}, database.down_cells)
+        return database
+
+    def opened(self, *cells):
+        """The URL each of ``cells`` is opened with."""
+        self.assertEqual({}, self.read(*cells).down_cells)
         return [c.args[0] for c in self.made.call_args_list]
 
     def test_the_cell_mapping_s_url_by_default(self):
@@ -305,7 +384,8 @@ class ConnectionTest(base.TestCase):
         self.assertEqual(
             "[pcpu_ext] cell_database_connection cannot be filled: "
             "KeyError: 'cell_name'; its fields are {scheme}, {username}, "
-            "{password}, {hostname}, {port}, {path}, {query}, {fragment}.",
+            "{password}, {hostname}, {port}, {host}, {path}, {query}, "
+            "{fragment}.",
             str(error))
         self.assertNotIn('secret', str(error))
 
@@ -349,8 +429,111 @@ class ConnectionTest(base.TestCase):
                          self.opened(cell('cell1', READ_WRITE)))
         self.templated.assert_not_called()
 
+    def test_the_template_s_host_keeps_the_port_and_ipv6_brackets(self):
+        self.flags(cell_database_connection=(
+            'mysql+pymysql://reader:ro@{host}/{path}|{hostname}|{port}'))
+        self.flags(group='database', connection=READ_WRITE)
+        self.assertEqual(sorted([
+            'mysql+pymysql://reader:ro@[fd00::1]:3307/nova_cell1|'
+            '[fd00::1]|3307?' + BOUNDS,
+            'mysql+pymysql://reader:ro@db2/nova_cell2|db2|?' + BOUNDS]),
+            sorted(self.opened(
+                cell('cell1', 'mysql+pymysql://nova:x@[fd00::1]:3307/'
+                              'nova_cell1'),
+                cell('cell2', 'mysql+pymysql://nova:x@db2/nova_cell2'))))
+
+    def test_a_password_holding_what_ends_a_url_s_parts(self):
+        """As SQLAlchemy, and so Nova, reads it: "#", "?", "/", "[" too."""
+        password = 'Sup3rS#cr?t/x[y'
+        url = 'mysql+pymysql://nova:%s@db1:3307/nova_cell1' % password
+        self.flags(group='database', connection=READ_WRITE)
+        self.flags(cell_database_connection=(
+            '{scheme}://{username}:{password}@{host}/{path}'))
+        opened, = self.opened(cell('cell1', url))
+        self.assertEqual(password, sa.engine.make_url(opened).password)
+        self.assertEqual(3307, sa.engine.make_url(opened).port)
+
+    def test_a_cell_url_that_does_not_parse_is_that_cell_down(self):
+        self.flags(group='database', connection=READ_WRITE)
+        for url in ('mysql+pymysql://nova:Sup3rS@db1:3306x/nova',
+                    'mysql+pymysql://nova@db1:Sup3rSecret/nova',
+                    'Sup3rSecret'):
+            self.made.reset_mock()
+            database = self.read(cell('cell1', url),
+                                 cell('cell2', READ_WRITE))
+            self.assertEqual({
+                'cell1': "the database_connection of its cell mapping is "
+                         "not a URL SQLAlchemy can parse (not shown: it may "
+                         "hold a password)"}, database.down_cells)
+            self.assertEqual([READ_WRITE + '&' + BOUNDS], [
+                c.args[0] for c in self.made.call_args_list])
+
+    def test_a_driver_that_is_not_installed_is_that_cell_down(self):
+        self.flags(group='database', connection=READ_WRITE)
+        self.made.side_effect = ModuleNotFoundError(
+            "No module named 'pymysql'")
+        database = self.read(cell('cell1', READ_WRITE))
+        self.assertEqual({
+            'cell1': "the driver of its URL cannot be loaded: No module "
+                     "named 'pymysql'"}, database.down_cells)
+
+    def test_a_driver_s_message_never_shows_the_password(self):
+        url = 'mysql+pymysql://nova:rw/secret@db1/nova_cell1'
+        self.flags(group='database', connection=url)
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceList.get_by_filters',
+            side_effect=sa.exc.OperationalError(
+                'SELECT', {}, 'denied for nova:rw/secret or rw%2Fsecret')))
+        why = self.read(cell('cell1', url)).down_cells['cell1']
+        self.assertIn('denied for nova:*** or ***', why)
+        self.assertNotIn('secret', why)
+
+    def test_a_connection_of_its_own_per_cell(self):
+        own = 'mysql+pymysql://reader:ro@db1-replica:3307/nova_cell1'
+        other = 'mysql+pymysql://reader:ro@db2-replica/nova_cell2'
+        self.flags(group='database', connection=READ_WRITE,
+                   slave_connection='mysql://nova:rw@replica/nova_cell1')
+        self.flags(cell_database_connection='sqlite:///{path}.db')
+        self.flags(cell_database_connections=[
+            'cell1 = ' + own, '%s=%s' % (uuids.cell2, other)])
+        self.assertEqual(sorted([own + '?' + BOUNDS, other + '?' + BOUNDS]),
+                         sorted(self.opened(cell('cell1', READ_WRITE),
+                                            cell('cell2', READ_WRITE))))
+
+    def test_a_connection_of_its_own_not_cell_equals_url(self):
+        self.flags(cell_database_connections=['mysql://u:Secret@h/db'])
+        error = self.assertRaises(exception.InvalidConfig,
+                                  nova_db.NovaDatabase, self.conf.conf)
+        self.assertEqual(
+            '[pcpu_ext] cell_database_connections: value 1 of 1 is not '
+            'CELL=URL, a cell mapping\'s name or UUID, "=" and the URL to '
+            'read it with (not shown: it may hold a password).', str(error))
+
+    def test_a_connection_of_its_own_for_a_cell_no_mapping_has(self):
+        self.flags(cell_database_connections=['cel1=mysql://u:Secret@h/db'])
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.CellMappingList.get_all',
+            return_value=[cell('cell1'), cell('cell2')]))
+        error = self.assertRaises(
+            exception.InvalidConfig,
+            nova_db.NovaDatabase(self.conf.conf).candidates)
+        self.assertEqual(
+            '[pcpu_ext] cell_database_connections names cel1, which no cell '
+            'mapping (but cell0) has: the cells are cell1, cell2.',
+            str(error))
+
 
 class BoundsTest(base.TestCase):
+
+    def test_postgresql_without_statement_bound(self):
+        """PgBouncer refuses the startup parameter of the bound."""
+        self.assertEqual(
+            'postgresql://u:p@h/n?connect_timeout=5',
+            nova_db._bounded('postgresql://u:p@h/n', 5, statements=False))
+        self.assertEqual(
+            'mysql+pymysql://u:p@h/n?connect_timeout=5&read_timeout=5'
+            '&write_timeout=5',
+            nova_db._bounded('mysql+pymysql://u:p@h/n', 5, statements=False))
 
     def test_each_driver_s_timeouts(self):
         for url, bounded in [
@@ -401,7 +584,8 @@ class HangingDatabaseTest(base.TestCase):
         found = database.servers({A})
         waited = time.monotonic() - started
 
-        self.assertEqual({A: {'id': A, 'status': 'UNKNOWN'}}, found)
+        self.assertEqual({A: {'id': A, 'status': 'UNKNOWN',
+                              server_fields.CELL: 'cell1'}}, found)
         why = database.down_cells['cell1']
         self.assertTrue(why.startswith('(sqlite3.OperationalError) '
                                        'database is locked (after '), why)
