@@ -65,7 +65,7 @@ CONF = nova.conf.CONF
 PROG = 'nova-pcpu-ext-manage'
 DONE = 0
 ITEMS_LEFT = 1
-#: ``heal isolate``: the exit codes besides DONE, the first that applies.
+#: ``heal isolate``'s exit codes besides DONE, each winning over the next.
 SERVERS_LEFT = 3
 CELL_NOT_READ = 4
 MORE_TO_MOVE = ITEMS_LEFT
