@@ -47,7 +47,7 @@ from nova_pcpu_ext.tests import placement_server
 
 DEPLOYMENTS = (('stock', False), ('ext', True))
 # Stopped last, so that no service logs errors about those gone before.
-STOP_LAST = ('keystone', 'rabbitmq', 'mariadb', 'epmd')
+STOP_LAST = ('keystone', 'rabbitmq', 'mariadb', deploy.CELL2_SERVER, 'epmd')
 #: Seconds a Nova service has to exit at the end of a run, before it is
 #: killed: nothing is judged by how it shuts down then, and Nova 2026.2's
 #: libvirt compute in native threading does not finish its own shutdown
@@ -149,20 +149,27 @@ class Cloud:
                      self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
         self.procs = processes.Processes(self.dir)
-        names = ['mariadb', 'rabbitmq', 'keystone', 'glance', 'network']
+        names = ['mariadb', deploy.CELL2_SERVER, 'rabbitmq', 'keystone',
+                 'glance', 'network']
         for name in self.names:
             names += ['%s-placement' % name, '%s-nova-api' % name]
         self.ports = {name: placement_server.free_port() for name in names}
 
     def up(self, phases):
         self.db = backing.MariaDB(self.procs, self.dir, self.ports['mariadb'])
+        self.cell2_db = backing.MariaDB(
+            self.procs, self.dir, self.ports[deploy.CELL2_SERVER],
+            deploy.CELL2_SERVER)
         self.rabbit = backing.RabbitMQ(self.procs, self.dir,
                                        self.ports['rabbitmq'])
         self.shared = deploy.SharedServices(self.procs, self.dir, self.db,
                                             self.ports)
 
         def identity_and_images():
+            # One after the other: two mariadb-install-db at once failed
+            # once (exit 1), just after the packages were installed.
             self.db.start()
+            self.cell2_db.start()
             self.shared.start_keystone()
             self.shared.register(
                 self.names,
@@ -187,7 +194,8 @@ class Cloud:
                 name, extension, self.shared, self.rabbit,
                 {'placement': self.ports[name + '-placement'],
                  'nova-api': self.ports[name + '-nova-api']},
-                libvirt=not self.args.no_libvirt)
+                libvirt=not self.args.no_libvirt,
+                cell_servers={'cell1': self.db, 'cell2': self.cell2_db})
             for name, extension in DEPLOYMENTS if name in self.names]
         # The journey switches the extension on itself, in a cloud with a
         # past, and upgrades it.

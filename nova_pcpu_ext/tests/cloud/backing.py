@@ -28,11 +28,13 @@ DB_PASSWORD = 'cloud-db'
 
 
 class MariaDB:
+    """One database server; ``name`` is its process's and directory's."""
 
-    def __init__(self, procs, work_dir, port):
+    def __init__(self, procs, work_dir, port, name='mariadb'):
         self.procs = procs
-        self.data_dir = os.path.join(work_dir, 'mariadb')
-        self.socket = os.path.join(work_dir, 'mariadb.sock')
+        self.name = name
+        self.data_dir = os.path.join(work_dir, name)
+        self.socket = os.path.join(work_dir, name + '.sock')
         self.port = port
 
     def start(self):
@@ -42,18 +44,22 @@ class MariaDB:
                  '--datadir=%s' % self.data_dir, '--user=root',
                  '--skip-test-db', '--auth-root-authentication-method=socket'],
                 check=True, capture_output=True)
-        self.procs.start('mariadb', [
+        self.procs.start(self.name, [
             'mariadbd', '--no-defaults', '--datadir=%s' % self.data_dir,
             '--socket=%s' % self.socket, '--port=%d' % self.port,
             '--bind-address=127.0.0.1', '--user=root', '--skip-name-resolve',
             '--max-connections=1000'])
-        self.procs.wait_for(
-            'mariadb', lambda: subprocess.run(
-                ['mariadb-admin', '-S', self.socket, 'ping'],
-                capture_output=True).returncode == 0, 60, 'ping')
+        self.wait()
         self.sql("CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' IDENTIFIED BY "
                  "'%s'; GRANT ALL ON *.* TO '%s'@'127.0.0.1';" % (
                      DB_USER, DB_PASSWORD, DB_USER))
+
+    def wait(self):
+        """Until the server answers."""
+        self.procs.wait_for(
+            self.name, lambda: subprocess.run(
+                ['mariadb-admin', '-S', self.socket, 'ping'],
+                capture_output=True).returncode == 0, 60, 'ping')
 
     def sql(self, statements):
         subprocess.run(['mariadb', '-S', self.socket, '-u', 'root', '-e',

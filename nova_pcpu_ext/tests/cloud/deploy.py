@@ -21,6 +21,7 @@ The extension's part of nova.conf and tempest.conf is written by
 import collections
 import configparser
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -53,10 +54,19 @@ DRILL_UPDATE_INTERVAL = 1
 #: [placement] connect_retries of every Nova service.
 PLACEMENT_CONNECT_RETRIES = 3
 
+#: The cells of each deployment, laid out as devstack's default
+#: (superconductor) lays them out: each with its own database, RabbitMQ
+#: virtual host and conductor; the API, scheduler and superconductor on
+#: the top level's. cell2's database is on a server of its own, which the
+#: cell database drill stops.
+CELLS = ('cell1', 'cell2')
+#: The MariaDB server of cell2's databases (cell1's are on the shared one).
+CELL2_SERVER = 'mariadb-cell2'
+
 #: A compute host of each deployment. ``fake`` is (cores, threads) of a
 #: fakelibvirt host; None is the real-libvirt host.
 Compute = collections.namedtuple(
-    'Compute', 'host fake eventlet options')
+    'Compute', 'host fake eventlet options cell', defaults=('cell1',))
 
 COMPUTES = (
     Compute('ht', (2, 2), False, {
@@ -71,6 +81,9 @@ COMPUTES = (
     Compute('libvirt', None, False, {
         'compute': {'cpu_dedicated_set': '1', 'cpu_shared_set': '0'},
         'libvirt': {'virt_type': 'qemu', 'cpu_mode': 'none'}}),
+    Compute('cell2-ht', (2, 2), False, {
+        'compute': {'cpu_dedicated_set': '0-1', 'cpu_shared_set': '2-3'}},
+        'cell2'),
 )
 
 
@@ -312,14 +325,16 @@ class SharedServices:
 class NovaDeployment:
     """placement and Nova of one deployment, in region ``name``."""
 
-    def __init__(self, name, extension, shared, rabbit, ports, libvirt):
+    def __init__(self, name, extension, shared, rabbit, ports, libvirt,
+                 cell_servers):
         self.name = name
         self.extension = extension
         self.shared = shared
         self.procs, self.db = shared.procs, shared.db
+        #: {cell: the MariaDB server of its database}
+        self.cell_servers = cell_servers
         self.dir = os.path.join(shared.dir, name)
         self.rabbit = rabbit
-        self.transport_url = rabbit.transport_url(name)
         self.ports = ports
         self.placement_url = 'http://127.0.0.1:%d' % ports['placement']
         self.compute_url = 'http://127.0.0.1:%d/v2.1' % ports['nova-api']
@@ -369,7 +384,19 @@ class NovaDeployment:
         self.procs.wait_for_http(self.service('placement'),
                                  self.placement_url)
 
-    def base_conf(self):
+    def vhost(self, cell=None):
+        """The RabbitMQ virtual host of ``cell``, or of the top level."""
+        return self.name if cell is None else '%s-%s' % (self.name, cell)
+
+    def cell_of(self, host):
+        return next(c.cell for c in self.computes if c.host == host)
+
+    def cell_conf(self, cell):
+        """The nova.conf of ``cell``'s conductor."""
+        return os.path.join(self.dir, 'nova-%s.conf' % cell)
+
+    def base_conf(self, cell=None):
+        """What every service of ``cell`` (or of the top level) has."""
         keystone = self.shared.keystone_url
         client = dict(authtoken(keystone, 'nova'), region_name=self.name)
         client.pop('www_authenticate_uri')
@@ -379,7 +406,7 @@ class NovaDeployment:
                          connect_retries=str(PLACEMENT_CONNECT_RETRIES))
         return {
             'DEFAULT': {
-                'transport_url': self.transport_url,
+                'transport_url': self.rabbit.transport_url(self.vhost(cell)),
                 'state_path': self.dir,
                 'instance_name_template': '%s-%%08x' % self.name,
                 'debug': 'False',
@@ -396,18 +423,31 @@ class NovaDeployment:
         }
 
     def configure(self):
-        """nova.conf of the API, conductor and scheduler, and the cells."""
+        """nova.conf of the top level and of each cell; the cells mapped.
+
+        As devstack writes them: the top level's database is cell0, a
+        cell's conductor has no API database.
+        """
         os.makedirs(self.dir, exist_ok=True)
-        self.rabbit.add_vhost(self.name)
         databases = {kind: self.db.database('%s_nova_%s' % (self.name, kind))
-                     for kind in ('api', 'cell0', 'cell1')}
+                     for kind in ('api', 'cell0')}
+        for cell in (None,) + CELLS:
+            self.rabbit.add_vhost(self.vhost(cell))
+        for cell in CELLS:
+            databases[cell] = self.cell_servers[cell].database(
+                '%s_nova_%s' % (self.name, cell))
+            conf = self.base_conf(cell)
+            conf['database'] = {'connection': databases[cell]}
+            write_conf(self.cell_conf(cell), conf)
         conf = self.base_conf()
-        conf['database'] = {'connection': databases['cell1']}
+        conf['database'] = {'connection': databases['cell0']}
         conf['api_database'] = {'connection': databases['api']}
         conf['scheduler'] = {'discover_hosts_in_cells_interval': '2'}
         conf['filter_scheduler'] = {'enabled_filters': ','.join((
             'ComputeFilter', 'ComputeCapabilitiesFilter',
-            'ImagePropertiesFilter', 'NUMATopologyFilter'))}
+            'ImagePropertiesFilter', 'NUMATopologyFilter')),
+            # The computes cannot reach the scheduler's virtual host.
+            'track_instance_changes': 'False'}
         write_conf(self.nova_conf, conf)
         if self.extension:
             devstack.run_plugin(['stack', 'post-config'], self.dir,
@@ -415,16 +455,46 @@ class NovaDeployment:
         self.manage('api_db', 'sync')
         self.manage('cell_v2', 'map_cell0', '--database_connection',
                     databases['cell0'])
-        self.manage('cell_v2', 'create_cell', '--name', 'cell1',
-                    '--database_connection', databases['cell1'],
-                    '--transport-url', self.transport_url)
-        self.manage('db', 'sync')
+        for cell in CELLS:
+            self.manage('cell_v2', 'create_cell', '--name', cell,
+                        '--database_connection', databases[cell],
+                        '--transport-url',
+                        self.rabbit.transport_url(self.vhost(cell)))
+        self.sync_cell_databases()
 
-    def manage(self, *args):
+    def sync_cell_databases(self):
+        """cell0's database and each cell's, as devstack syncs them."""
+        self.manage('db', 'sync')
+        for cell in CELLS:
+            self.manage('db', 'sync', '--local_cell',
+                        conf=self.cell_conf(cell))
+
+    def manage(self, *args, conf=None):
         """nova-manage of the controllers' release on nova.conf."""
         return run([os.path.join(self.releases['controllers'].bin,
                                  'nova-manage'),
-                    '--config-file', self.nova_conf] + list(args))
+                    '--config-file', conf or self.nova_conf] + list(args))
+
+    def command(self, *argv):
+        """(exit code, stdout) of an operator command on nova.conf."""
+        result = subprocess.run(
+            [os.path.join(self.releases['controllers'].bin, argv[0]),
+             '--config-file', self.nova_conf] + list(argv[1:]),
+            capture_output=True, text=True, env=self.env('controllers'),
+            timeout=900)
+        return result.returncode, result.stdout
+
+    def upgrade_check(self):
+        """(exit code, the JSON) of ``nova-pcpu-ext-status upgrade check``."""
+        code, out = self.command('nova-pcpu-ext-status', 'upgrade', 'check',
+                                 '--json')
+        return code, json.loads(out)
+
+    def heal_isolate(self, *options):
+        """(exit code, rows) of ``nova-pcpu-ext-manage heal isolate``."""
+        code, out = self.command('nova-pcpu-ext-manage', 'heal', 'isolate',
+                                 '--format', 'json', *options)
+        return code, json.loads(out)
 
     def env(self, part, eventlet=False):
         """The environment of a service of ``part``.
@@ -450,15 +520,27 @@ class NovaDeployment:
             workers=workers, access_log=access_log,
             python=self.releases['controllers'].python), env=api_env)
 
+    @staticmethod
+    def controllers():
+        """The services of the Nova controllers."""
+        return ['nova-api', 'nova-superconductor', 'nova-scheduler'] + [
+            'nova-conductor-' + cell for cell in CELLS]
+
     def start_services(self):
         self.start_api()
-        # The conductor in native threading, the scheduler in eventlet mode.
-        for binary, eventlet in (('nova-conductor', False),
-                                 ('nova-scheduler', True)):
-            name = self.service(binary)
+        # The conductors in native threading, the scheduler in eventlet
+        # mode.
+        services = [('nova-superconductor', 'nova-conductor', self.nova_conf,
+                     False),
+                    ('nova-scheduler', 'nova-scheduler', self.nova_conf,
+                     True)] + [
+            ('nova-conductor-' + cell, 'nova-conductor',
+             self.cell_conf(cell), False) for cell in CELLS]
+        for service, binary, conf, eventlet in services:
+            name = self.service(service)
             self.procs.start(name, [
                 os.path.join(self.releases['controllers'].bin, binary),
-                '--config-file', self.nova_conf,
+                '--config-file', conf,
                 '--log-file', self.procs.log_path(name)],
                 env=self.env('controllers', eventlet))
         self.procs.wait_for_http(self.service('nova-api'), self.compute_url)
@@ -502,7 +584,11 @@ class NovaDeployment:
             self.start_compute(compute)
 
     def write_compute_conf(self, compute):
-        conf = self.base_conf()
+        conf = self.base_conf(compute.cell)
+        # As devstack's superconductor layout: a compute reaches neither
+        # the API database nor the scheduler.
+        conf['workarounds'] = {'disable_group_policy_check_upcall': 'True'}
+        conf['filter_scheduler'] = {'track_instance_changes': 'False'}
         conf['DEFAULT'].update(
             host=compute.host,
             log_file=self.procs.log_path(self.service('compute-' +

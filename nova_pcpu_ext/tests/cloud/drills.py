@@ -322,8 +322,9 @@ def after_rabbitmq_restart(target, stopped):
     # can come back after its state reports: a call published before it
     # declared its queue again is dropped, and nova-api waits
     # rpc_response_timeout for the answer. Disable once noht listens.
-    listening = _wait(lambda: target.deployment.rabbit.consumers(
-        target.name, 'compute.noht'), 90)
+    deployment = target.deployment
+    listening = _wait(lambda: deployment.rabbit.consumers(
+        deployment.vhost(deployment.cell_of('noht')), 'compute.noht'), 90)
     target.set_disabled('noht', True)
     in_placement_at_return = DISABLED in target.traits('noht')
     target.set_disabled('noht', False)
@@ -469,12 +470,19 @@ def flavor(target, name, extra_specs):
     return flavor_id
 
 
-def boot(target, flavor_id):
-    """The new server's id; its request id is kept in the target."""
+def boot(target, flavor_id, host=None, name='drill'):
+    """The new server's id; its request id is kept in the target.
+
+    On ``host`` if given (admin, microversion 2.74), else where the
+    scheduler chooses.
+    """
+    body = {'name': name, 'imageRef': target.image_id,
+            'flavorRef': flavor_id, 'networks': 'none'}
+    if host:
+        body['host'] = host
     response = target.conn.compute.request(
-        '/servers', 'POST', microversion='2.53', raise_exc=True, json={
-            'server': {'name': 'drill', 'imageRef': target.image_id,
-                       'flavorRef': flavor_id, 'networks': 'none'}})
+        '/servers', 'POST', microversion='2.74' if host else '2.53',
+        raise_exc=True, json={'server': body})
     server_id = response.json()['server']['id']
     target.request_ids[server_id] = response.headers[
         'x-openstack-request-id']
@@ -561,6 +569,13 @@ def boot_storm(target, count):
         'placement queries per isolate request': ', '.join(
             '%d (x%d)' % item for item in sorted(queries.items())),
     }
+
+
+def holdings(target, consumer):
+    """{provider uuid: {resource class: amount}} of ``consumer``."""
+    return {uuid: allocation['resources'] for uuid, allocation in
+            target.placement('/allocations/%s' % consumer)[
+                'allocations'].items()}
 
 
 def has_room(target, kind):
@@ -726,7 +741,7 @@ def conductor_freeze(target, host='noht', seconds=20, tries=3):
 
 
 def freeze_once(target, host, seconds):
-    """Disable a compute while nova-conductor is frozen.
+    """Disable a compute while its cell's conductor is frozen.
 
     The conductor's process group gets SIGSTOP just after ``host``'s
     periodic update read its allocations from placement: that update's
@@ -737,7 +752,8 @@ def freeze_once(target, host, seconds):
     """
     timeout = provider_lock_timeout(target, host)
     window = LogWindow([target.log('compute-' + host)])
-    conductor = target.deployment.service('nova-conductor')
+    conductor = target.deployment.service(
+        'nova-conductor-' + target.deployment.cell_of(host))
     read_placement = wait_for_allocations_read(target, host)
     target.procs.send_signal(conductor, signal.SIGSTOP)
     thaw = threading.Timer(seconds, target.procs.send_signal,
@@ -808,6 +824,108 @@ def wait_for_allocations_read(target, host, timeout=10):
     return False
 
 
+# Drill 8 ------------------------------------------------------------------
+
+#: The cell whose database server the drill stops, and its compute.
+DOWN_CELL, DOWN_HOST = 'cell2', 'cell2-ht'
+#: Servers booted while it is down.
+BOOTS_WHILE_DOWN = 4
+
+
+def cell_database_down(targets):
+    """Stop cell2's database server a while; start it again.
+
+    Under every deployment, while servers boot and the operator commands
+    run. Before: a server on cell2's compute and the upgrade check's exit
+    code. While down: boots, which must go to cell1, and the commands,
+    which must say that cell2 alone is down. Once back: that server and
+    placement's inventories and traits as they were, and the upgrade
+    check's exit code as before.
+    """
+    before = on_each(targets, before_cell_down)
+    procs = targets[0].procs
+    procs.stop(deploy.CELL2_SERVER)
+    try:
+        during = on_each(targets, while_cell_down)
+    finally:
+        procs.start_again(deploy.CELL2_SERVER)
+        targets[0].deployment.cell_servers[DOWN_CELL].wait()
+    back = time.time()
+    return on_each(targets, lambda target: after_cell_back(
+        target, before[target.name], during[target.name], back))
+
+
+def before_cell_down(target):
+    server_id = boot(target, flavor(target, 'drill-shared', {}), DOWN_HOST)
+    status = wait_for_servers(target, [server_id], 120)[server_id]['status']
+    return {'server': server_id, 'status': status,
+            'allocations': holdings(target, server_id),
+            'providers': target.provider_state(),
+            'check': target.deployment.upgrade_check()[0]}
+
+
+def while_cell_down(target):
+    """Boot in cell1 while the upgrade check and heal's dry run run."""
+    deployment = target.deployment
+    flavor_id = flavor(target, 'drill-shared', {})
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        checked = pool.submit(deployment.upgrade_check)
+        dry_run = pool.submit(deployment.heal_isolate, '--dry-run')
+        ids = [boot(target, flavor_id) for _ in range(BOOTS_WHILE_DOWN)]
+        servers = wait_for_servers(target, ids, 300)
+        (check_code, check), (heal_code, rows) = (checked.result(),
+                                                  dry_run.result())
+    cell1 = {c.host for c in deployment.computes if c.cell == 'cell1'}
+    cells = {c['cell']: c for c in check['cells']}
+    hosts = collections.Counter(c.cell for c in deployment.computes)
+    reported = ', '.join('%s %s, %s hosts' % (name, c['state'], c['hosts'])
+                         for name, c in sorted(cells.items()))
+    deployed = ', '.join('%s %s, %d hosts' % (
+        cell, 'down' if cell == DOWN_CELL else 'up', hosts[cell])
+        for cell in deploy.CELLS)
+    return {'ids': ids, 'check': check_code, 'figures': {
+        'servers booted meanwhile, ACTIVE in cell1': '%d of %d' % (sum(
+            s['status'] == 'ACTIVE' and s['OS-EXT-SRV-ATTR:host'] in cell1
+            for s in servers.values()), len(ids)),
+        'upgrade check: cells as deployed': reported == deployed,
+        'cells: reported, deployed': [reported, deployed],
+        'upgrade check: why cell2 is down': cells.get(DOWN_CELL, {}).get(
+            'reason'),
+        'heal dry run exit code': heal_code,
+        'heal dry run: servers not judged': ', '.join(
+            '%s on %s' % (r['cell'], r['from_host']) for r in rows
+            if r['result'].startswith('not judged')),
+        'heal dry run: other rows': len([
+            r for r in rows if not r['result'].startswith('not judged')]),
+    }}
+
+
+def after_cell_back(target, before, during, back):
+    server_id = before['server']
+    reported = report_times(target, back, 150)[DOWN_HOST]
+    servers = {s['id']: s for s in target.compute(
+        'GET', '/servers/detail?all_tenants=1')['servers']}
+    server = servers.get(server_id, {})
+    as_before = (server.get('status'), server.get('OS-EXT-SRV-ATTR:host'),
+                 holdings(target, server_id)) == (
+        before['status'], DOWN_HOST, before['allocations'])
+    state = target.provider_state()
+    changed = sorted(host for host, held in before['providers'].items()
+                     if state.get(host) != held)
+    check_code = target.deployment.upgrade_check()[0]
+    delete_servers(target, [server_id] + during['ids'])
+    return dict(during['figures'], **{
+        'upgrade check exit code: before, cell2 down, back': '%s, %s, %s' % (
+            before['check'], during['check'], check_code),
+        'cell2 compute reported again (s)': reported,
+        'servers missing once cell2 is back': len(
+            [i for i in [server_id] + during['ids'] if i not in servers]),
+        'cell2 server as before': as_before,
+        'hosts with other inventories or traits': len(changed),
+        'hosts changed': changed,
+    })
+
+
 # Running them -------------------------------------------------------------
 
 Check = collections.namedtuple('Check', 'drill figure requirement test')
@@ -868,6 +986,34 @@ CHECKS = (
     Check('conductor freeze', 'traits follow service status after thaw (s)',
           'converged', lambda v: v is not None),
     Check('conductor freeze', 'computes alive', 'True', lambda v: v),
+    Check('cell database down', 'servers booted meanwhile, ACTIVE in cell1',
+          'all', lambda v: v == '%d of %d' % (
+              BOOTS_WHILE_DOWN, BOOTS_WHILE_DOWN)),
+    # The exit code for a cell down, where no check fails; the same
+    # verdict as before once the cell is back.
+    Check('cell database down',
+          'upgrade check exit code: before, cell2 down, back', 'x, 3, x',
+          lambda v: v.split(', ')[1] == '3' and
+          v.split(', ')[0] == v.split(', ')[2]),
+    Check('cell database down', 'upgrade check: cells as deployed',
+          'True', lambda v: v),
+    Check('cell database down', 'upgrade check: why cell2 is down',
+          'a reason', lambda v: bool(v)),
+    Check('cell database down', 'heal dry run exit code', '4',
+          lambda v: v == 4),
+    Check('cell database down', 'heal dry run: servers not judged',
+          '%s on %s' % (DOWN_CELL, DOWN_HOST),
+          lambda v: v == '%s on %s' % (DOWN_CELL, DOWN_HOST)),
+    Check('cell database down', 'heal dry run: other rows', '0',
+          lambda v: v == 0),
+    Check('cell database down', 'cell2 compute reported again (s)',
+          'reported', lambda v: v is not None),
+    Check('cell database down', 'servers missing once cell2 is back', '0',
+          lambda v: v == 0),
+    Check('cell database down', 'cell2 server as before', 'True',
+          lambda v: v),
+    Check('cell database down', 'hosts with other inventories or traits',
+          '0', lambda v: v == 0),
 )
 
 
@@ -898,6 +1044,7 @@ def drills(mode):
             ts, bad_config, BAD_OPTIONS)))
     chosen.append(('conductor freeze', lambda ts: on_each(
         ts, conductor_freeze)))
+    chosen.append(('cell database down', cell_database_down))
     return chosen
 
 

@@ -26,11 +26,8 @@ import concurrent.futures
 import contextlib
 import functools
 import itertools
-import json
-import os
 import random
 import re
-import subprocess
 import threading
 import time
 
@@ -189,7 +186,7 @@ class Load:
     def _judge(self, kind, server, scheduled_by_extension, lifetime):
         fault = server.get('fault', {}).get('message', '')
         what = '%s %s %s: %s' % (kind, server['id'], server['status'], fault)
-        held = holdings(self.target, server['id'])
+        held = drills.holdings(self.target, server['id'])
         if server['status'] == 'ACTIVE':
             self.outcomes['ACTIVE'] += 1
         elif drills.NO_VALID_HOST.search(fault):
@@ -223,13 +220,6 @@ class Load:
             self.target.set_disabled(host, False)
             self.outcomes['status change'] += 1
         self.stopped.wait(self.rng.uniform(0.5, 2))
-
-
-def holdings(target, consumer):
-    """{provider uuid: {resource class: amount}} of ``consumer``."""
-    return {uuid: allocation['resources'] for uuid, allocation in
-            target.placement('/allocations/%s' % consumer)[
-                'allocations'].items()}
 
 
 def on_hyperthreaded_host(target, holding):
@@ -299,29 +289,14 @@ class Journey:
 
     # What an operator runs ------------------------------------------------
 
-    def command(self, *argv):
-        """(exit code, stdout) of an operator command on nova.conf."""
-        result = subprocess.run(
-            [os.path.join(self.deployment.releases['controllers'].bin,
-                          argv[0]), '--config-file',
-             self.deployment.nova_conf] + list(argv[1:]),
-            capture_output=True, text=True,
-            env=self.deployment.env('controllers'),
-            timeout=900)
-        return result.returncode, result.stdout
-
     def upgrade_check(self):
         """(exit code, {check name: (result, details)})."""
-        code, out = self.command('nova-pcpu-ext-status', 'upgrade', 'check',
-                                 '--json')
-        checks = {c['check']: (c['result'], c['details'])
-                  for c in json.loads(out)['checks']}
-        return code, checks
+        code, out = self.deployment.upgrade_check()
+        return code, {c['check']: (c['result'], c['details'])
+                      for c in out['checks']}
 
     def heal(self, *options):
-        code, out = self.command('nova-pcpu-ext-manage', 'heal', 'isolate',
-                                 '--format', 'json', *options)
-        return code, json.loads(out)
+        return self.deployment.heal_isolate(*options)
 
     # The state of the cloud -----------------------------------------------
 
@@ -339,7 +314,7 @@ class Journey:
         found = []
         for server_id, kind in self.workload.items():
             server = servers.get(server_id)
-            held = held_sum(holdings(self.target, server_id))
+            held = held_sum(drills.holdings(self.target, server_id))
             if server is None:
                 found.append('server %s is gone' % server_id)
             elif not drills.matches_flavor(kind, 'ACTIVE', held):
@@ -593,7 +568,8 @@ class Journey:
                 ('shared', None, None))
 
         def seed():
-            ids = [boot_on(self.target, self.flavors[kind], host)
+            ids = [drills.boot(self.target, self.flavors[kind], host,
+                               'journey')
                    for kind, host, _ in plan]
             return ids, drills.wait_for_servers(self.target, ids, 300)
 
@@ -625,13 +601,13 @@ class Journey:
 
     def on_vcpu_of(self, server_ids, host, servers):
         return sum(servers[i]['OS-EXT-SRV-ATTR:host'] == host and
-                   'VCPU' in held_sum(holdings(self.target, i))
+                   'VCPU' in held_sum(drills.holdings(self.target, i))
                    for i in server_ids)
 
     def places(self, server_ids):
         """{server id: (status, host, allocations)} of these servers."""
         statuses = self.servers()
-        return {i: statuses[i] + (holdings(self.target, i),)
+        return {i: statuses[i] + (drills.holdings(self.target, i),)
                 for i in server_ids}
 
     def before(self):
@@ -678,7 +654,7 @@ class Journey:
         after = self.servers()
         placed = {}
         for server_id in self.victim_ids:
-            holding = holdings(self.target, server_id)
+            holding = drills.holdings(self.target, server_id)
             placed[server_id] = (after[server_id][0], sorted(
                 '%s:%s' % (rc, n) for resources in holding.values()
                 for rc, n in resources.items() if 'CPU' in rc),
@@ -814,11 +790,11 @@ class Journey:
         # Killed after 10 s: 2026.1's never exit on SIGTERM (their parent
         # processes wait for an RPC server they never started), and the
         # load pauses, so no request is in flight.
-        procs.stop(*[deployment.service(name) for name in (
-            'nova-api', 'nova-conductor', 'nova-scheduler')], timeout=10)
+        procs.stop(*[deployment.service(name)
+                     for name in deployment.controllers()], timeout=10)
         deployment.run_on(release, ['controllers'])
         deployment.manage('api_db', 'sync')
-        deployment.manage('db', 'sync')
+        deployment.sync_cell_databases()
         deployment.start_services()
         window[1] = time.time()
         return round(time.monotonic() - start, 1)
@@ -882,16 +858,6 @@ class Journey:
         for host in (BORN_BEFORE_2023_1, SET_THROUGH_PLACEMENT[0]):
             self.set_ratios_through_placement(host, {
                 'VCPU': VCPU_RATIO, 'MEMORY_MB': 1.0, 'DISK_GB': 1.0})
-
-
-def boot_on(target, flavor_id, host=None):
-    """A server booted on ``host`` (admin, microversion 2.74) or anywhere."""
-    body = {'name': 'journey', 'imageRef': target.image_id,
-            'flavorRef': flavor_id, 'networks': 'none'}
-    if host:
-        body['host'] = host
-    return target.compute('POST', '/servers', {'server': body},
-                          microversion='2.74')['server']['id']
 
 
 # The verdict ------------------------------------------------------------

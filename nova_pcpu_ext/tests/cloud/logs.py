@@ -24,8 +24,10 @@ ALLOWLIST = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          'log-allowlist.yaml')
 # oslo.log's prefix: date time pid level logger, then the record's context
 # ("[-]", "[req-... ...]"). The lines of a logged traceback repeat the
-# prefix, with level ERROR whatever the record's level, and no context.
-OSLO_PREFIX = re.compile(r'^(\S+ \S+ \d+) ([A-Z]+) (\S+)( \[(?!instance: ))?')
+# prefix, with level ERROR whatever the record's level, and no context; a
+# remote error's traceback comes as one line holding its list of lines.
+OSLO_PREFIX = re.compile(
+    r"^(\S+ \S+ \d+) ([A-Z]+) (\S+)( \[(?!instance: |'))?")
 ERROR = re.compile(r'\bERROR\b|\[error\]|Traceback \(most recent call last\)')
 # Logged by activation.patch() for every Nova class or function replaced.
 ACTIVATION = re.compile(r'nova-pcpu-ext: \S+ replaced')

@@ -178,6 +178,18 @@ imeError: Cannot schedule new tasks after being shutdown
             count for pattern, count in allowed.items()
             if 'Cannot schedule new tasks' in pattern))
 
+    def test_a_remote_traceback_belongs_to_its_record(self):
+        # A RemoteError's traceback: one line holding the list of lines.
+        lines = textwrap.dedent('''
+            2026-01-01 00:00:01.000 7 ERROR nova.servicegroup [-] Unexpec\
+ted: RemoteError: Remote error: DBConnectionError
+            2026-01-01 00:00:01.000 7 ERROR nova.servicegroup ['Traceback \
+(most recent call last):\\n', '  File "a.py"\\n']
+            2026-01-01 00:00:01.000 7 ERROR nova.servicegroup Traceback (m
+            ''').lstrip().splitlines(True)
+        self.assertEqual([3], [len(r.splitlines())
+                               for r in logs.records(lines)])
+
     def test_records_of_one_millisecond_stay_apart(self):
         # Placement logs each request once; two answered in the same
         # millisecond by one process are two records, while a traceback
@@ -347,7 +359,7 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
     def test_a_restart_record_is_excused_whatever_code_ran(self):
         # Nova's conductor times out on a scheduler that stopped: the same
         # on stock or ext, and judged by the scheduler's stop alone.
-        self.write('ext-nova-conductor.log', (
+        self.write('ext-nova-superconductor.log', (
             '2026-01-01 00:00:%s 7 ERROR nova.conductor.manager [-] Failed '
             'to schedule instances: oslo_messaging.exceptions.Messaging'
             'Timeout: x\n') % '50.000')
@@ -383,14 +395,15 @@ d u p - - default default] 127.0.0.1 "PUT /allocations/y"
 
     def test_no_valid_host_is_excused_in_its_own_tempest_run_only(self):
         # The journey on ext runs beside tempest on stock and allows none.
-        for name in ('stock-nova-conductor.log', 'ext-nova-conductor.log'):
+        for name in ('stock-nova-superconductor.log',
+                     'ext-nova-superconductor.log'):
             self.write(name, (
                 '2026-01-01 00:00:20.000 7 ERROR nova.conductor.manager [-] '
                 'Failed to schedule instances: nova.exception_Remote.NoValid'
                 'Host_Remote: No valid host was found.\n'))
         unexpected, _ = logs.unexpected_errors(self.dir, events=[(
             'tempest', 'stock', self.START + 10, self.START + 30)])
-        self.assertEqual(['ext-nova-conductor.log'],
+        self.assertEqual(['ext-nova-superconductor.log'],
                          [name for name, _ in unexpected])
 
     def test_every_allowlist_entry_has_a_reason(self):
@@ -523,6 +536,15 @@ class DrillVerdictTest(testtools.TestCase):
         self.assertFalse(drills.names(line, 'cpu_allocation_ratio', '-1.5'))
         self.assertFalse(drills.names(line + prefix + 'Traceback\n',
                                       'cpu_allocation_ratio', '-1'))
+
+    def test_a_cell_down_must_be_told_and_the_verdict_come_back(self):
+        check = {(c.drill, c.figure): c for c in drills.CHECKS}[
+            ('cell database down',
+             'upgrade check exit code: before, cell2 down, back')]
+        self.assertTrue(check.test('1, 3, 1'))
+        self.assertTrue(check.test('0, 3, 0'))
+        self.assertFalse(check.test('1, 1, 1'))  # the cell down not told
+        self.assertFalse(check.test('0, 3, 1'))  # not as before once back
 
     def test_a_query_count_other_than_one_is_not_met(self):
         check = {(c.drill, c.figure): c for c in drills.CHECKS}[
@@ -806,7 +828,7 @@ class ComputeRestartTest(testtools.TestCase):
 
         deployment.procs.stop.assert_called_once_with(
             'ext-compute-ht', 'ext-compute-noht', 'ext-compute-legacy-ht',
-            'ext-compute-libvirt', timeout=10)
+            'ext-compute-libvirt', 'ext-compute-cell2-ht', timeout=10)
         self.assertEqual(list(deploy.COMPUTES), [
             call.args[0] for call in deployment.start_compute.call_args_list])
         for compute in deploy.COMPUTES:
@@ -815,6 +837,46 @@ class ComputeRestartTest(testtools.TestCase):
             self.assertEqual('1', parser.defaults()[
                 'update_resources_interval'])
             self.assertEqual('0', parser.defaults()['periodic_fuzzy_delay'])
+
+
+class CellLayoutTest(testtools.TestCase):
+    """The cells as devstack's superconductor layout has them."""
+
+    def deployment(self):
+        deployment = deploy.NovaDeployment.__new__(deploy.NovaDeployment)
+        deployment.name = 'ext'
+        deployment.dir = self.useFixture(fixtures.TempDir()).path
+        deployment.rabbit = types.SimpleNamespace(
+            transport_url=lambda vhost: 'rabbit://r/' + vhost)
+        deployment.shared = types.SimpleNamespace(
+            keystone_url='http://k/v3')
+        deployment.procs = types.SimpleNamespace(
+            log_path=lambda name: name + '.log')
+        deployment.born_before_2023_1 = ()
+        return deployment
+
+    def test_a_compute_talks_to_its_cell_alone(self):
+        deployment = self.deployment()
+        for compute in deploy.COMPUTES:
+            deployment.write_compute_conf(compute)
+            parser = configparser.ConfigParser(interpolation=None)
+            parser.read(deploy.conf_path_of(deployment.dir, compute.host))
+            self.assertEqual('rabbit://r/ext-' + compute.cell,
+                             parser['DEFAULT']['transport_url'])
+            self.assertEqual('True', parser['workarounds'][
+                'disable_group_policy_check_upcall'])
+            self.assertFalse(parser.has_section('database'))
+        self.assertEqual(['cell1', 'cell2'], sorted(
+            {c.cell for c in deploy.COMPUTES}))
+
+    def test_a_conductor_per_cell_and_a_superconductor(self):
+        self.assertEqual(
+            ['nova-api', 'nova-superconductor', 'nova-scheduler',
+             'nova-conductor-cell1', 'nova-conductor-cell2'],
+            deploy.NovaDeployment.controllers())
+        deployment = self.deployment()
+        self.assertEqual(('ext', 'ext-cell2'),
+                         (deployment.vhost(), deployment.vhost('cell2')))
 
 
 class JourneyBatchesTest(testtools.TestCase):
