@@ -206,13 +206,9 @@ def _not_judged(scan):
 
     One for the servers the Compute API could not show, if any.
     """
-    by_cell = {}
-    for node, consumers in scan.unseen.items():
-        by_cell.setdefault(scan.unseen_cells.get(node), {})[node] = consumers
     reads = {read.name: read for read in scan.cells}
     rows = []
-    for cell, on_hosts in sorted(by_cell.items(),
-                                 key=lambda item: item[0] or ''):
+    for cell, on_hosts in scan.unseen_by_cell():
         servers = sum(map(len, on_hosts.values()))
         if cell is None:
             why = 'the Compute API cannot show them: is a cell down?'

@@ -124,9 +124,6 @@ class IsolateScan:
     elsewhere: list = dataclasses.field(default_factory=list)
     #: Providers deleted while they were scanned.
     gone: list = dataclasses.field(default_factory=list)
-    #: ``{cell: why}`` of the cells whose database did not answer, when
-    #: servers are read from Nova's databases.
-    down_cells: dict = dataclasses.field(default_factory=dict)
     #: :class:`~nova_pcpu_ext.nova_db.CellRead` of each cell, when servers
     #: are read from Nova's databases.
     cells: list = dataclasses.field(default_factory=list)
@@ -136,6 +133,19 @@ class IsolateScan:
     #: ``{cell: names of its compute nodes}`` of the cells that answered,
     #: when servers are read from Nova's databases.
     cell_nodes: dict = dataclasses.field(default_factory=dict)
+
+    def unseen_by_cell(self, hosts=None):
+        """``[(cell or None, {host: consumers})]`` of :attr:`unseen`.
+
+        Sorted by cell, the unknown one first; of ``hosts`` alone if
+        given.
+        """
+        by_cell = {}
+        for host, consumers in self.unseen.items():
+            if hosts is None or host in hosts:
+                by_cell.setdefault(self.unseen_cells.get(host), {})[
+                    host] = consumers
+        return sorted(by_cell.items(), key=lambda item: item[0] or '')
 
 
 def _policy(specs, properties, name):
@@ -276,7 +286,6 @@ def isolate_servers(placement, compute, host=None, progress=cloud_hosts.quiet,
         [provider for provider, read in zip(targets, consumers)
          if read is None] + [provider for (provider, _consumers), scan
                              in zip(used, scans) if scan is None],
-        dict(database.down_cells) if database else {},
         database.cell_reads() if database else [],
         {provider['name']: _cell_of(listed, unseen) for provider, (
             _, unseen, _) in scanned if unseen},

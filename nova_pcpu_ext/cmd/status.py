@@ -363,11 +363,6 @@ def _blind_spots(scan, covers=_on_hyperthreaded_hosts):
     """
     unsure = [found for found in scan.found if found.unsure and covers(
         found.provider['name'], found.hyperthreaded)]
-    unseen = {True: {}, False: {}}  # {hyperthreaded: {host: consumers}}
-    for name, consumers in scan.unseen.items():
-        hyperthreaded = name not in scan.without_ht
-        if covers(name, hyperthreaded):
-            unseen[hyperthreaded][name] = consumers
     notes = []
     if unsure:
         notes.append('%d servers are unsure: %s; check their thread policy '
@@ -377,12 +372,10 @@ def _blind_spots(scan, covers=_on_hyperthreaded_hosts):
                          for found in unsure[:5])))
     for hyperthreaded, what in ((True, 'hyperthreaded hosts'), (
             False, 'legacy hosts without hyperthreads')):
-        by_cell = {}
-        for name, consumers in unseen[hyperthreaded].items():
-            by_cell.setdefault(scan.unseen_cells.get(name), {})[name] = \
-                consumers
-        for cell, on_hosts in sorted(by_cell.items(),
-                                     key=lambda item: item[0] or ''):
+        hosts = {name for name in scan.unseen
+                 if (name not in scan.without_ht) == hyperthreaded and
+                 covers(name, hyperthreaded)}
+        for cell, on_hosts in scan.unseen_by_cell(hosts):
             notes.append(_not_judged(scan, cell, on_hosts, what))
     return ' '.join(notes)
 

@@ -299,7 +299,8 @@ class IsolateServersTest(base.TestCase):
         self.assertEqual(['a'], [f.server['id'] for f in scan.found])
         self.assertEqual({'compute2': ['b', 'd']}, scan.unseen)
         self.assertEqual({'compute2': 'cell2'}, scan.unseen_cells)
-        self.assertEqual({'cell2': 'refused'}, scan.down_cells)
+        self.assertEqual([('cell2', {'compute2': ['b', 'd']})],
+                         scan.unseen_by_cell())
 
     def test_one_listing_of_the_cloud(self):
         placement = fake_placement({
@@ -323,7 +324,7 @@ class IsolateServersTest(base.TestCase):
     def test_no_listing_without_consumers(self):
         placement = fake_placement({'compute1': ({'VCPU': {}}, {})})
         compute = FakeCompute([server('a', **ISOLATE)])
-        self.assertEqual(([], {}, frozenset(), [], [], {}, [], {}, {}),
+        self.assertEqual(([], {}, frozenset(), [], [], [], {}, {}),
                          dataclasses.astuple(
                              isolate_scan.isolate_servers(placement, compute)))
         self.assertEqual([], compute.listings)
