@@ -24,6 +24,11 @@ broken with both outcomes, and the command that replays it.
 
 Exits 1 on a failure or a harness error, or when stopped (Ctrl-C,
 SIGTERM), after the report of the seeds it ran.
+
+Every run hashes strings with the same seed (:data:`HASH_SEED`): where
+``max_placement_results`` cuts placement's answer, which candidates are
+kept follows the order of sets of strings, so a seed run in another
+process could place elsewhere and a finding not replay.
 """
 
 from nova_pcpu_ext.tests.differential import runner  # isort:skip
@@ -42,6 +47,18 @@ from nova_pcpu_ext.tests.differential import states
 
 REPLAY = 'tox -e explore -- --seed %d'
 REPLAY_STATES = 'tox -e explore -- --states-seed %d'
+#: PYTHONHASHSEED of every run.
+HASH_SEED = '0'
+
+
+def replay(seed, variants=runner.VARIANTS, actions=generator.EVERY_ACTION):
+    """The command that replays ``seed`` as it ran."""
+    command = REPLAY % seed
+    if tuple(variants) != runner.VARIANTS:
+        command += ' --variants ' + ','.join(variants)
+    if tuple(actions) != generator.EVERY_ACTION:
+        command += ' --actions ' + ','.join(actions)
+    return command
 
 
 def run_seed(seed, variants=runner.VARIANTS, actions=generator.EVERY_ACTION):
@@ -122,18 +139,20 @@ def _counts(counter):
                      for key, count in sorted(counter.items()))
 
 
-def report_seed(scenario, runs, verdict, problems, verbose, out):
+def report_seed(scenario, runs, verdict, problems, verbose, out,
+                command=None):
+    """Print what ``verdict`` found; ``command`` replays the seed."""
+    command = command or replay(scenario.seed)
     if verbose:
         print('\n'.join(oracle.describe_runs(scenario, runs)), file=out)
         for finding in verdict.differences:
             print('\n'.join(finding.lines()), file=out)
     for finding in verdict.failures:
         print('\n'.join(finding.lines()), file=out)
-        print('  replay: ' + REPLAY % scenario.seed, file=out)
+        print('  replay: ' + command, file=out)
     for variant, problem in problems.items():
         print('seed %d %s: harness error (replay: %s)\n%s' % (
-            scenario.seed, variant, REPLAY % scenario.seed, problem),
-            file=out)
+            scenario.seed, variant, command, problem), file=out)
 
 
 def run_until_stopped(seeds, run_one, out):
@@ -223,7 +242,8 @@ def main(argv=None, out=sys.stdout):
     def run_one(seed):
         found = run_seed(seed, variants, actions)
         totals.add(*found)
-        report_seed(*found, verbose=args.seed is not None, out=out)
+        report_seed(*found, verbose=args.seed is not None, out=out,
+                    command=replay(seed, variants, actions))
         print('seed %d: %d failures, %d differences, %.0f s elapsed' % (
             seed, len(found[2].failures), len(found[2].differences),
             time.monotonic() - started), file=out, flush=True)
@@ -236,5 +256,13 @@ def main(argv=None, out=sys.stdout):
     return 1 if totals.failures or totals.problems else 0
 
 
+def with_hash_seed(argv):
+    """Run again under :data:`HASH_SEED` unless this process is."""
+    if os.environ.get('PYTHONHASHSEED') != HASH_SEED:
+        os.execve(sys.executable, [sys.executable, '-m', __spec__.name] +
+                  argv, dict(os.environ, PYTHONHASHSEED=HASH_SEED))
+
+
 if __name__ == '__main__':
+    with_hash_seed(sys.argv[1:])
     sys.exit(main())

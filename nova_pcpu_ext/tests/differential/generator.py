@@ -38,7 +38,9 @@ FILL_VCPUS = {
 #: The availability zone of the generated aggregate.
 ZONE = 'az1'
 
-PINNED_KINDS = ('dedicated', 'isolate', 'require', 'prefer', 'mixed')
+#: Those of ``hw:cpu_policy=dedicated``; mixed pins some CPUs.
+DEDICATED_KINDS = ('dedicated', 'isolate', 'require', 'prefer')
+PINNED_KINDS = DEDICATED_KINDS + ('mixed',)
 KINDS = ('unpinned',) + PINNED_KINDS
 #: The thread policy of each pinned kind that has one.
 THREAD_POLICY = {'isolate': 'isolate', 'require': 'require',
@@ -71,7 +73,9 @@ class Host:
 class Request:
     kind: str           # one of KINDS
     vcpus: int
-    source: str         # 'flavor' (extra specs) or 'image' (properties)
+    #: 'flavor' (extra specs), 'image' (properties), or 'both': the
+    #: flavor's pinning policy and the image's thread policy.
+    source: str
     trait: str = None   # None, 'required' or 'forbidden' HW_CPU_HYPERTHREADING
     zone: bool = False  # asks for availability zone ZONE
 
@@ -89,9 +93,9 @@ class Request:
         if self.kind == 'mixed':
             specs.update({'hw:cpu_policy': 'mixed',
                           'hw:cpu_dedicated_mask': '^0'})
-        elif self.pinned and self.source == 'flavor':
+        elif self.pinned and self.source != 'image':
             specs['hw:cpu_policy'] = 'dedicated'
-            if self.kind in THREAD_POLICY:
+            if self.kind in THREAD_POLICY and self.source == 'flavor':
                 specs['hw:cpu_thread_policy'] = THREAD_POLICY[self.kind]
         if self.trait:
             specs['trait:HW_CPU_HYPERTHREADING'] = self.trait
@@ -99,9 +103,11 @@ class Request:
 
     def image_properties(self):
         """The image's properties (none for a flavor-only request)."""
-        if self.source != 'image':
+        if self.source == 'flavor':
             return {}
-        props = {'hw_cpu_policy': 'dedicated'}
+        props = {}
+        if self.source == 'image':
+            props['hw_cpu_policy'] = 'dedicated'
         if self.kind in THREAD_POLICY:
             props['hw_cpu_thread_policy'] = THREAD_POLICY[self.kind]
         return props
@@ -148,8 +154,25 @@ def _request(rng, zone_exists, image_allowed=True):
                    zone=zone_exists and rng.random() < 0.3)
 
 
+#: The first boot of each seed, in turn (seed mod 5): what the oracle's
+#: rules are about is in every run of five seeds.
+FOCUS = (
+    Request('isolate', 1, 'image'),
+    Request('isolate', 1, 'both'),
+    Request('dedicated', 1, 'flavor', trait='forbidden'),
+    Request('require', 1, 'flavor'),
+    # A small max_placement_results, on a pinned request.
+    Request('prefer', 1, 'flavor'),
+)
+#: max_placement_results of the last focus' boot.
+FOCUS_LIMIT = 1
+
+
 def generate(seed, actions=EVERY_ACTION):
-    """The scenario of ``seed``, using only ``actions`` besides boots."""
+    """The scenario of ``seed``, using only ``actions`` besides boots.
+
+    Its first boot is the request of :data:`FOCUS` for the seed.
+    """
     scheduling = tuple(action for action in actions if action in ACTIONS)
     rng = random.Random(seed)
     hosts = tuple(_host(rng, i) for i in range(rng.randint(2, 4)))
@@ -160,7 +183,8 @@ def generate(seed, actions=EVERY_ACTION):
         action = rng.choice(scheduling) if boots else 'boot'
         limit = rng.choice((1, 2)) if rng.random() < 0.25 else None
         if action == 'boot':
-            request = _request(rng, zone_exists)
+            request, limit = (_focus(seed, limit) if not boots else
+                              (_request(rng, zone_exists), limit))
             boots.append(len(steps))
             if request.source == 'flavor':
                 flavor_boots.append(len(steps))
@@ -179,6 +203,12 @@ def generate(seed, actions=EVERY_ACTION):
     _add_operator_action(seed, steps, tuple(
         action for action in actions if action in OPERATOR_ACTIONS))
     return Scenario(seed=seed, hosts=hosts, steps=tuple(steps))
+
+
+def _focus(seed, limit):
+    """The request of ``seed``'s first boot, and its limit."""
+    request = FOCUS[seed % len(FOCUS)]
+    return request, FOCUS_LIMIT if request is FOCUS[-1] else limit
 
 
 def _add_operator_action(seed, steps, actions):

@@ -16,10 +16,12 @@ Every rule quotes the plugin page it comes from (:data:`RULES`). A
 finding is either a *difference* that a rule allows (counted, by rule) or
 a *failure*: the extension did what no page allows.
 
-Two kinds of rules:
+Three kinds of rules:
 
-* rules on a run's own outcomes, checked at every step (where the run's
-  state has diverged from stock's too);
+* rules on a run's own outcomes and placement queries, checked at every
+  step (where the run's state has diverged from stock's too);
+* the queries of a request against stock's for the same request, at
+  every step where both runs scheduled the same request;
 * differential rules, checked only while the run is *in step* with stock:
   every earlier step had the same outcome on the same host. Hosts are
   started in the same order with the same names and node UUIDs, Nova's
@@ -33,7 +35,10 @@ Two kinds of rules:
 
 import collections
 import dataclasses
+import re
+import urllib.parse
 
+from nova_pcpu_ext import pcpu_trait
 from nova_pcpu_ext.tests.differential import generator
 
 ISOLATE_PAGE = 'admin/isolate-vcpu-fallback'
@@ -76,6 +81,16 @@ RULES = {
         CHANGES_PAGE, 'drop: one placement query per isolate request '
         'instead of two; otherwise as many allocation candidate queries '
         'as stock Nova (legacy_only: two per pinned request).'),
+    'queries-as-stock': (
+        ISOLATE_PAGE, 'No mode touches the rest of the request: its '
+        'placement queries are stock Nova\'s for the same request, but '
+        'for the fallback query drop does not make and the trait '
+        'legacy_only forbids in it.'),
+    'legacy-only-forbids-the-trait': (
+        ISOLATE_PAGE, 'legacy_only: the fallback query of every pinned '
+        'request (isolate or not) forbids on the host the '
+        'CUSTOM_PCPU_EXT_REPORTS_PCPU trait; where placement does not '
+        'know the trait, the fallback query is stock Nova\'s.'),
 }
 
 MODES = ('drop', 'legacy_only')
@@ -105,6 +120,99 @@ def _short(outcome):
     if outcome is None:
         return '-'
     return ', '.join('%s=%s' % item for item in sorted(outcome.items()))
+
+
+# -- placement's queries ----------------------------------------------------
+
+#: The forbidden trait of legacy_only's fallback query.
+FORBIDDEN = '!' + pcpu_trait.TRAIT
+_UUID = re.compile(
+    r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
+
+
+def _asks_pcpu(query):
+    return any('PCPU:' in value for key, value in
+               urllib.parse.parse_qsl(query) if key.startswith('resources'))
+
+
+def _forbids_the_trait(query):
+    return any(FORBIDDEN in value.split(',') for key, value in
+               urllib.parse.parse_qsl(query) if key == 'root_required')
+
+
+def _without_the_trait(query):
+    """The query's parameters, sorted, less legacy_only's trait.
+
+    And without the UUIDs of aggregates, which each run creates anew.
+    """
+    params = []
+    for key, value in urllib.parse.parse_qsl(query):
+        if key == 'root_required':
+            value = ','.join(t for t in value.split(',') if t != FORBIDDEN)
+        elif key.startswith('member_of'):
+            value = _UUID.sub('AGGREGATE', value)
+        if value:
+            params.append((key, value))
+    return sorted(params)
+
+
+def per_call(variant, request):
+    """Placement queries of one scheduling of ``request`` in ``variant``.
+
+    The first query, then the VCPU fallback query, which Nova makes for
+    ``hw:cpu_policy=dedicated`` alone (not for mixed) and drop does not
+    make for isolate.
+    """
+    if (request.kind not in generator.DEDICATED_KINDS or
+            (variant == 'drop' and request.isolate)):
+        return 1
+    return 2
+
+
+def query_rules(variant, request, outcome):
+    """Rules on one run's own queries: the names of those it breaks.
+
+    Each scheduling (a move may schedule more than once) makes
+    :func:`per_call` queries, the first asking PCPU where the request is
+    pinned, the fallback not; legacy_only's fallback forbids the trait
+    where placement knows it, and no other query names it.
+    """
+    if request is None or variant not in MODES:
+        return []
+    queries = outcome.get('queries', [])
+    calls = per_call(variant, request)
+    shape = [request.pinned, False][:calls]
+    broken = []
+    if [_asks_pcpu(q) for q in queries] != shape * (len(queries) // calls):
+        broken.append('queries')
+    if variant == 'legacy_only':
+        forbids = [_forbids_the_trait(q) for q in queries]
+        expected = [False, bool(outcome.get('trait_known'))][:calls]
+        if (forbids != expected * (len(queries) // calls) or any(
+                pcpu_trait.TRAIT in q for q, f in zip(queries, forbids)
+                if not f)):
+            broken.append('legacy-only-forbids-the-trait')
+    return broken
+
+
+def stock_query_rules(variant, request, stock_request, stock, own):
+    """Rules on a mode's queries against stock's for the same request.
+
+    Judged where both scheduled it: its first scheduling asks what
+    stock's did, but for what the mode changes.
+    """
+    if (variant not in MODES or request is None or
+            request != stock_request or not own.get('queries') or
+            not stock.get('queries')):
+        return []
+    theirs = stock['queries'][:per_call('stock', request)]
+    if variant == 'drop' and request.isolate:
+        theirs = theirs[:1]
+    mine = own['queries'][:per_call(variant, request)]
+    if [_without_the_trait(q) for q in mine] == [
+            _without_the_trait(q) for q in theirs]:
+        return []
+    return ['queries-as-stock']
 
 
 def requests_of(scenario, outcomes):
@@ -178,9 +286,11 @@ def _never_placed_so(mode, request, outcome):
     return None
 
 
-def _past_the_cut(mode, step, request, own):
+def _past_the_cut(mode, step, request, stock, own):
+    """A legacy host legacy_only found where stock's answer was cut."""
     return (mode == 'legacy_only' and step.limit is not None and
-            request.pinned and own['style'] == 'legacy')
+            request.pinned and own['style'] == 'legacy' and
+            step.limit in stock.get('answers', ()))
 
 
 def differential_rule(mode, step, request, stock, own):
@@ -188,35 +298,38 @@ def differential_rule(mode, step, request, stock, own):
     if request is None:
         return ('kept', False)
     if _placed(stock) and not _placed(own):
+        # A rule takes stock's host away by a refusal, never an error.
         rule = _never_placed_so(mode, request, stock)
-        return (rule, True) if rule else ('kept', False)
+        refused = own.get('outcome') == 'refused'
+        return (rule, True) if rule and refused else ('kept', False)
     if _placed(own) and not _placed(stock):
-        if _past_the_cut(mode, step, request, own):
+        if _past_the_cut(mode, step, request, stock, own):
             return ('legacy-only-past-the-cut', True)
         return ('never-where-stock-refuses', False)
     if not _placed(own):
-        # Refused against an error, or two errors: told apart by message.
-        same = stock.get('outcome') == own.get('outcome')
-        return None if same else ('kept', False)
+        return None if _in_step(stock, own) else ('kept', False)
     if (stock['host'], stock['cpu']) == (own['host'], own['cpu']):
         return None
     rule = _never_placed_so(mode, request, stock)
     if rule:
         return (rule, True)
-    if _past_the_cut(mode, step, request, own):
+    if _past_the_cut(mode, step, request, stock, own):
         return ('legacy-only-past-the-cut', True)
     return ('same-host', False)
 
 
-def expected_queries(mode, request, stock_queries):
-    if mode == 'drop' and request is not None and request.isolate:
-        return stock_queries // 2
-    return stock_queries
+#: What differs between runs in an error's message: UUIDs and request IDs.
+_RUN_OWN = re.compile(r'req-[0-9a-f-]+|' + _UUID.pattern)
 
 
 def _in_step(stock, own):
+    """The same outcome on the same host; two errors the same error."""
     keys = ('outcome', 'host', 'cpu')
-    return all(stock.get(key) == own.get(key) for key in keys)
+    if any(stock.get(key) != own.get(key) for key in keys):
+        return False
+    return own.get('outcome') != 'error' or _RUN_OWN.sub(
+        '', stock.get('message', '')) == _RUN_OWN.sub(
+            '', own.get('message', ''))
 
 
 @dataclasses.dataclass
@@ -229,6 +342,13 @@ class Verdict:
         default_factory=collections.Counter)
     #: Steps where stock without the late check shows bug 1889633.
     bug_shown: int = 0
+
+    def add(self, finding):
+        """Add ``finding`` unless the step broke that rule already."""
+        if not any((f.step, f.variant, f.rule) == (
+                finding.step, finding.variant, finding.rule)
+                for f in self.findings):
+            self.findings.append(finding)
 
     @property
     def failures(self):
@@ -243,16 +363,23 @@ def judge(scenario, runs):
     """Judge ``runs`` (variant -> outcomes, one per step) of a scenario."""
     verdict = Verdict()
     stock = runs['stock']
+    stock_requests = list(requests_of(scenario, stock))
     for variant, outcomes in runs.items():
         requests = list(requests_of(scenario, outcomes))
         for index, (request, own) in enumerate(zip(requests, outcomes)):
-            for rule in own_rules(variant, request, own):
+            theirs = stock[index] if index < len(stock) else None
+            broken = own_rules(variant, request, own) + query_rules(
+                variant, request, own)
+            if theirs is not None:
+                broken += stock_query_rules(variant, request,
+                                            stock_requests[index], theirs,
+                                            own)
+            for rule in broken:
                 if variant == 'stock-stripped':
                     verdict.bug_shown += rule == 'seed-bug'
                     continue
-                verdict.findings.append(Finding(
-                    scenario.seed, index, variant, rule, False,
-                    stock[index] if index < len(stock) else None, own))
+                verdict.add(Finding(scenario.seed, index, variant, rule,
+                                    False, theirs, own))
         if variant in MODES:
             _compare(scenario, variant, stock, outcomes, verdict)
     return verdict
@@ -269,17 +396,20 @@ def _compare(scenario, mode, stock, outcomes, verdict):
             # Schedules nothing; its answer differs where the extension's
             # computes carry the trait (placement refuses the deletion).
             continue
-        if own['queries'] != expected_queries(mode, request,
-                                              theirs['queries']):
-            verdict.findings.append(Finding(
-                scenario.seed, index, mode, 'queries', False, theirs, own))
+        # As many schedulings as stock's, each of the mode's own queries.
+        calls = ((per_call('stock', request), per_call(mode, request))
+                 if request else (1, 1))
+        if len(own['queries']) * calls[0] != len(
+                theirs['queries']) * calls[1]:
+            verdict.add(Finding(scenario.seed, index, mode, 'queries',
+                                False, theirs, own))
         if _in_step(theirs, own):
             continue
         found = differential_rule(mode, step, request, theirs, own)
         if found:
             rule, allowed = found
-            verdict.findings.append(Finding(
-                scenario.seed, index, mode, rule, allowed, theirs, own))
+            verdict.add(Finding(scenario.seed, index, mode, rule, allowed,
+                                theirs, own))
         verdict.not_compared[mode] += len(scenario.steps) - index - 1
         break
 

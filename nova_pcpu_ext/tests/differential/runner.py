@@ -305,9 +305,13 @@ class ScenarioCase(base.ExtensionTestBase):
         for index, step in enumerate(self.scenario.steps):
             self.flags(max_placement_results=step.limit or 1000,
                        group='scheduler')
-            queries = len(self.placement_queries)
+            before = len(self.placement_queries)
+            trait_known = self.placement.get(
+                '/traits/' + pcpu_trait.TRAIT, version='1.6').status == 204
             outcome = getattr(self, 'step_' + step.action)(index, step)
-            outcome['queries'] = len(self.placement_queries) - queries
+            outcome.update(queries=self.placement_queries[before:],
+                           answers=self.placement_answers[before:],
+                           trait_known=trait_known)
             self.outcomes.append(outcome)
 
     def step_boot(self, index, step):

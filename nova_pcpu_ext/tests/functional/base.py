@@ -115,13 +115,20 @@ class ExtensionTestBase(libvirt_base.ServersTestBase):
         return super()._setup_scheduler_service()
 
     def _spy_allocation_candidates(self):
-        """Record the query string of every GET /allocation_candidates."""
-        queries = []
+        """Record the query string of every GET /allocation_candidates.
+
+        And in :attr:`placement_answers` how many candidates each
+        returned (None where placement did not answer).
+        """
+        queries, self.placement_answers = [], []
         stock = report.SchedulerReportClient.get_allocation_candidates
 
         def get_allocation_candidates(client, context, resources):
             queries.append(resources.to_querystring())
-            return stock(client, context, resources)
+            answer = stock(client, context, resources)
+            self.placement_answers.append(
+                len(answer[0] or ()) if answer else None)
+            return answer
 
         self.useFixture(fixtures.MonkeyPatch(
             'nova.scheduler.client.report.SchedulerReportClient.'

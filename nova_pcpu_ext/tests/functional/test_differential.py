@@ -35,10 +35,13 @@ from nova_pcpu_ext.tests.differential import explore
 from nova_pcpu_ext.tests.differential import generator
 from nova_pcpu_ext.tests.differential import oracle
 
-#: The seeds CI runs: two hosts and four steps each, isolate and mixed
-#: requests, a legacy and a hyperthreaded new-style host, moves (14, 18);
-#: legacy hosts only, and the trait deleted between pinned requests (144).
-CI_SEEDS = (14, 18, 144)
+#: The seeds CI runs: two hosts and four steps each, a legacy and a
+#: hyperthreaded new-style host, moves; isolate from the image and from a
+#: dedicated flavor with the image's thread policy (31), require and
+#: dedicated forbidding hyperthreads, pinned requests of legacy_only with
+#: the trait known (18); legacy hosts only, and the trait deleted between
+#: pinned requests (144).
+CI_SEEDS = (18, 31, 144)
 
 
 def _skip_unless_enabled():
@@ -99,7 +102,7 @@ class SeedBugTest(testtools.TestCase):
         self.assertEqual(
             {'stock': ('refused', 2), 'stock-stripped': ('placed', 2),
              'drop': ('refused', 1), 'legacy_only': ('refused', 2)},
-            {variant: (outcomes[0]['outcome'], outcomes[0]['queries'])
+            {variant: (outcomes[0]['outcome'], len(outcomes[0]['queries']))
              for variant, outcomes in runs.items()})
 
 
@@ -123,6 +126,34 @@ class HostsInNameOrderTest(testtools.TestCase):
 
         self.assertEqual(sorted(names), [(state.host, state.nodename)
                                          for state in ordered])
+
+
+class ReplayTest(testtools.TestCase):
+    """A finding's replay command gives the seed as it ran."""
+
+    def test_the_command_names_what_differs_from_the_default(self):
+        self.assertEqual('tox -e explore -- --seed 9', explore.replay(9))
+        self.assertEqual(
+            'tox -e explore -- --seed 9 --variants stock,drop --actions '
+            'boot,migrate',
+            explore.replay(9, ('stock', 'drop'), ('boot', 'migrate')))
+
+    def test_every_run_hashes_strings_with_the_same_seed(self):
+        execve = self.useFixture(fixtures.MockPatch('os.execve')).mock
+        for hash_seed, runs_again in (('1', True), (None, True),
+                                      (explore.HASH_SEED, False)):
+            execve.reset_mock()
+            self.useFixture(fixtures.EnvironmentVariable('PYTHONHASHSEED',
+                                                         hash_seed))
+            explore.with_hash_seed(['--seed', '9'])
+            self.assertEqual(runs_again, execve.called, hash_seed)
+        execve.reset_mock()
+        self.useFixture(fixtures.EnvironmentVariable('PYTHONHASHSEED', '1'))
+        explore.with_hash_seed(['--seed', '9'])
+        argv, env = execve.call_args.args[1:]
+        self.assertEqual(['-m', 'nova_pcpu_ext.tests.differential.explore',
+                          '--seed', '9'], argv[1:])
+        self.assertEqual(explore.HASH_SEED, env['PYTHONHASHSEED'])
 
 
 class StoppedRunTest(testtools.TestCase):

@@ -31,13 +31,24 @@ HOSTS = (generator.Host('host0', 'new', True, True, 'empty', False),
          generator.Host('host1', 'legacy', True, True, 'empty', False))
 
 
-def placed(host, style, hyperthreads, cpu, queries=2):
+#: A pinned request's queries: PCPU, then the VCPU fallback.
+PCPU_QUERY = 'resources=PCPU:1&required=!COMPUTE_STATUS_DISABLED'
+FALLBACK = 'resources=VCPU:1&required=!COMPUTE_STATUS_DISABLED'
+PINNED = [PCPU_QUERY, FALLBACK]
+#: drop's for an isolate request.
+DROPPED = [PCPU_QUERY]
+#: legacy_only's where placement knows its trait.
+FORBIDDING = [PCPU_QUERY, FALLBACK + '&root_required=' + oracle.FORBIDDEN]
+
+
+def placed(host, style, hyperthreads, cpu, queries=PINNED):
     return {'outcome': 'placed', 'host': host, 'style': style,
             'hyperthreads': hyperthreads, 'cpu': cpu, 'queries': queries}
 
 
-def refused(queries=2):
-    return {'outcome': 'refused', 'queries': queries}
+def refused(queries=PINNED, answers=(0, 0)):
+    return {'outcome': 'refused', 'queries': queries,
+            'answers': list(answers)}
 
 
 ON_LEGACY = placed('host1', 'legacy', True, {'VCPU': 1})
@@ -77,7 +88,8 @@ class GeneratorTest(testtools.TestCase):
         self.assertEqual({'legacy-ht', 'legacy-noht', 'new-ht', 'new-noht'},
                          {h[0] for h in hosts})
         self.assertEqual(set(generator.KINDS), {r[0] for r in requests})
-        self.assertEqual({'flavor', 'image'}, {r[1] for r in requests})
+        self.assertEqual({'flavor', 'image', 'both'},
+                         {r[1] for r in requests})
         self.assertEqual({None, 'required', 'forbidden'},
                          {r[2] for r in requests})
         self.assertEqual(set(generator.EVERY_ACTION), {
@@ -109,6 +121,27 @@ class GeneratorTest(testtools.TestCase):
                     self.assertEqual('flavor', step.request.source)
                     self.assertEqual('flavor',
                                      steps[step.server].request.source)
+
+    def test_every_five_seeds_boot_what_the_rules_are_about(self):
+        for first in (0, 5, 100):
+            requests = [(step.request, step.limit) for step in (
+                generator.generate(seed).steps[0]
+                for seed in range(first, first + 5))]
+            self.assertEqual({'image', 'both', 'flavor'},
+                             {request.source for request, _ in requests})
+            self.assertEqual({'isolate', 'dedicated', 'require', 'prefer'},
+                             {request.kind for request, _ in requests})
+            self.assertIn(('forbidden', None), {
+                (request.trait, limit) for request, limit in requests})
+            self.assertIn(generator.FOCUS_LIMIT,
+                          {limit for _, limit in requests})
+
+    def test_a_thread_policy_from_the_image_on_a_pinned_flavor(self):
+        request = generator.Request('isolate', 1, 'both')
+        self.assertEqual({'hw:cpu_policy': 'dedicated'},
+                         request.extra_specs())
+        self.assertEqual({'hw_cpu_thread_policy': 'isolate'},
+                         request.image_properties())
 
     def test_image_requests_carry_no_pinning_extra_specs(self):
         request = generator.Request('isolate', 1, 'image')
@@ -152,7 +185,7 @@ class OracleTest(testtools.TestCase):
         return [(f.rule, f.allowed) for f in verdict.findings]
 
     def test_same_outcomes_find_nothing(self):
-        self.assertEqual([], self.rules([boot(UNPINNED)], [ON_LEGACY],
+        self.assertEqual([], self.rules([boot(DEDICATED)], [ON_LEGACY],
                                         [ON_LEGACY]))
 
     def test_seed_bug_fails_a_mode_and_is_counted_for_stripped_stock(self):
@@ -175,11 +208,11 @@ class OracleTest(testtools.TestCase):
 
     def test_drop_refusing_isolate_stock_placed_on_legacy_is_allowed(self):
         self.assertEqual([('drop-isolate-off-legacy', True)], self.rules(
-            [boot(ISOLATE)], [ON_LEGACY], [refused(1)]))
+            [boot(ISOLATE)], [ON_LEGACY], [refused(DROPPED)]))
 
     def test_drop_placing_isolate_on_legacy_fails(self):
         self.assertIn(('drop-isolate-off-legacy', False), self.rules(
-            [boot(ISOLATE)], [ON_LEGACY], [dict(ON_LEGACY, queries=1)]))
+            [boot(ISOLATE)], [ON_LEGACY], [dict(ON_LEGACY, queries=DROPPED)]))
 
     def test_drop_never_uses_the_fallback_for_isolate_on_new_style(self):
         # Seed 580: stock moved an isolate server onto VCPU of a
@@ -187,10 +220,10 @@ class OracleTest(testtools.TestCase):
         on_new_vcpu = placed('host0', 'new', False, {'VCPU': 1})
         self.assertEqual(
             [('drop-isolate-no-fallback-to-new-style', True)],
-            self.rules([boot(ISOLATE)], [on_new_vcpu], [refused(1)]))
+            self.rules([boot(ISOLATE)], [on_new_vcpu], [refused(DROPPED)]))
         self.assertIn(('drop-isolate-no-fallback-to-new-style', False),
                       self.rules([boot(ISOLATE)], [on_new_vcpu],
-                                 [dict(on_new_vcpu, queries=1)]))
+                                 [dict(on_new_vcpu, queries=DROPPED)]))
 
     def test_refusing_what_stock_places_fails_without_a_rule(self):
         self.assertEqual([('kept', False)], self.rules(
@@ -212,26 +245,110 @@ class OracleTest(testtools.TestCase):
         self.assertEqual([('never-where-stock-refuses', False)], self.rules(
             [boot(DEDICATED)], [refused()], [ON_LEGACY], 'legacy_only'))
         self.assertEqual([('legacy-only-past-the-cut', True)], self.rules(
-            [boot(DEDICATED, limit=1)], [refused()], [ON_LEGACY],
-            'legacy_only'))
+            [boot(DEDICATED, limit=1)], [refused(answers=(0, 1))],
+            [ON_LEGACY], 'legacy_only'))
+        # Stock's answers were not cut: the legacy host was not there.
+        self.assertEqual([('never-where-stock-refuses', False)], self.rules(
+            [boot(DEDICATED, limit=1)], [refused(answers=(0, 0))],
+            [ON_LEGACY], 'legacy_only'))
 
     def test_another_host_needs_a_rule(self):
         self.assertEqual([('same-host', False)], self.rules(
             [boot(DEDICATED)], [ON_LEGACY], [ON_NEW_PCPU], 'legacy_only'))
         self.assertEqual([('drop-isolate-off-legacy', True)], self.rules(
-            [boot(ISOLATE)], [ON_LEGACY], [dict(ON_NEW_PCPU, queries=1)]))
+            [boot(ISOLATE)], [ON_LEGACY],
+            [dict(ON_NEW_PCPU, queries=DROPPED)]))
 
     def test_query_counts(self):
         self.assertEqual([('queries', False)], self.rules(
-            [boot(ISOLATE)], [refused(2)], [refused(2)]))
+            [boot(ISOLATE)], [refused()], [refused()]))
+        self.assertEqual([('queries', False), ('queries-as-stock', False)],
+                         self.rules([boot(DEDICATED)], [ON_LEGACY],
+                                    [dict(ON_LEGACY, queries=DROPPED)]))
+        # A move that schedules twice: as many times as stock.
+        steps = [boot(DEDICATED), generator.Step('live_migrate', server=0)]
         self.assertEqual([('queries', False)], self.rules(
-            [boot(DEDICATED)], [ON_LEGACY], [dict(ON_LEGACY, queries=1)]))
+            steps, [ON_LEGACY, ON_NEW_PCPU],
+            [ON_LEGACY, dict(ON_NEW_PCPU, queries=PINNED * 2)]))
+
+    def test_a_mixed_request_has_no_fallback_query(self):
+        mixed = generator.Request('mixed', 2, 'flavor')
+        both = 'resources=PCPU:1,VCPU:1&required=!COMPUTE_STATUS_DISABLED'
+        for variant in oracle.MODES:
+            self.assertEqual([], self.rules(
+                [boot(mixed)], [refused([both])], [refused([both])],
+                variant))
+            self.assertIn(('queries', False), self.rules(
+                [boot(mixed)], [refused([both])],
+                [refused([both, FALLBACK])], variant))
+
+    def test_queries_are_judged_after_a_difference(self):
+        steps = [boot(ISOLATE), boot(DEDICATED)]
+        self.assertEqual([('drop-isolate-off-legacy', True),
+                          ('queries', False), ('queries-as-stock', False)],
+                         sorted(self.rules(
+                             steps, [ON_LEGACY, ON_LEGACY],
+                             [refused(DROPPED),
+                              dict(ON_LEGACY, queries=DROPPED)])))
+
+    def test_the_queries_are_stock_s_for_the_same_request(self):
+        changed = [PCPU_QUERY + '&required=!HW_CPU_HYPERTHREADING',
+                   FALLBACK]
+        self.assertEqual([('queries-as-stock', False)], self.rules(
+            [boot(DEDICATED)], [ON_LEGACY], [dict(ON_LEGACY,
+                                                  queries=changed)]))
+        # The aggregate of a zone is another one in each run.
+        zoned = [q + '&member_of=in:%s' for q in PINNED]
+        self.assertEqual([], self.rules(
+            [boot(DEDICATED)],
+            [dict(ON_LEGACY, queries=[q % '0e3c1f6a-6a4b-4b8e-9d77-'
+                                      '2d1f0c9b1a10' for q in zoned])],
+            [dict(ON_LEGACY, queries=[q % '7d2f0a5e-1c3b-4f6e-8a9d-'
+                                      '5b4c3e2f1a00' for q in zoned])]))
+        # But for legacy_only's forbidden trait.
+        self.assertEqual([], self.rules(
+            [boot(DEDICATED)], [ON_LEGACY],
+            [dict(ON_LEGACY, queries=FORBIDDING, trait_known=True)],
+            'legacy_only'))
+
+    def test_legacy_only_forbids_its_trait_where_placement_knows_it(self):
+        rule = [('legacy-only-forbids-the-trait', False)]
+        for request in (DEDICATED, ISOLATE):
+            for queries, known, broken in (
+                    (FORBIDDING, True, []), (PINNED, False, []),
+                    (PINNED, True, rule), (FORBIDDING, False, rule),
+                    (FORBIDDING[::-1], True, rule + [('queries', False)])):
+                own = dict(ON_LEGACY, queries=queries, trait_known=known)
+                found = [f for f in self.rules(
+                    [boot(request)], [ON_LEGACY], [own], 'legacy_only')
+                    if f != ('queries-as-stock', False)]
+                self.assertEqual(sorted(broken), sorted(found),
+                                 (request, queries, known))
+
+    def test_a_refusal_excuses_stock_s_host_an_error_does_not(self):
+        error = {'outcome': 'error', 'message': '500 Unexpected API Error',
+                 'queries': DROPPED}
+        self.assertEqual([('kept', False)], self.rules(
+            [boot(ISOLATE)], [ON_LEGACY], [error]))
+
+    def test_two_errors_are_one_only_when_the_same(self):
+        def error(message):
+            return {'outcome': 'error', 'queries': PINNED,
+                    'message': message}
+        run_own = ('Build of instance %s aborted' % uuid for uuid in (
+            '0e3c1f6a-6a4b-4b8e-9d77-2d1f0c9b1a10',
+            '7d2f0a5e-1c3b-4f6e-8a9d-5b4c3e2f1a00'))
+        self.assertEqual([], self.rules(
+            [boot(DEDICATED)], [error(next(run_own))],
+            [error(next(run_own))]))
+        self.assertEqual([('kept', False)], self.rules(
+            [boot(DEDICATED)], [error('500 one')], [error('500 other')]))
 
     def test_steps_after_a_difference_are_not_compared(self):
         steps = [boot(ISOLATE), boot(UNPINNED)]
         verdict = oracle.judge(scenario(*steps), {
-            'stock': [ON_LEGACY, ON_LEGACY],
-            'drop': [refused(1), dict(ON_NEW_PCPU, queries=5)]})
+            'stock': [ON_LEGACY, dict(ON_LEGACY, queries=[FALLBACK])],
+            'drop': [refused(DROPPED), dict(ON_NEW_PCPU, queries=[FALLBACK])]})
         self.assertEqual((1, 1), (verdict.compared['drop'],
                                   verdict.not_compared['drop']))
         self.assertEqual([('drop-isolate-off-legacy', True)],
@@ -252,10 +369,11 @@ class OracleTest(testtools.TestCase):
         steps = [boot(UNPINNED), generator.Step('delete_trait'),
                  boot(ISOLATE)]
         verdict = oracle.judge(scenario(*steps), {
-            'stock': [ON_LEGACY, {'outcome': 'unknown', 'queries': 0},
-                      ON_LEGACY],
-            'drop': [ON_LEGACY, {'outcome': 'in use', 'queries': 0},
-                     dict(ON_LEGACY, queries=1)]})
+            'stock': [dict(ON_LEGACY, queries=[FALLBACK]),
+                      {'outcome': 'unknown', 'queries': []}, ON_LEGACY],
+            'drop': [dict(ON_LEGACY, queries=[FALLBACK]),
+                     {'outcome': 'in use', 'queries': []},
+                     dict(ON_LEGACY, queries=DROPPED)]})
         self.assertEqual((3, 0), (verdict.compared['drop'],
                                   verdict.not_compared['drop']))
         self.assertEqual([('drop-isolate-off-legacy', False)],
