@@ -711,7 +711,8 @@ class Journey:
 
     def both_checks(self):
         """Exit code and checks not passed: nova-status's, the extension's."""
-        nova_code, out = self.command('nova-status', 'upgrade', 'check')
+        nova_code, out = self.deployment.command('nova-status', 'upgrade',
+                                                 'check')
         code, checks = self.upgrade_check()
         return nova_code, nova_not_passed(out), code, not_passed(checks)
 

@@ -879,6 +879,23 @@ class CellLayoutTest(testtools.TestCase):
                          (deployment.vhost(), deployment.vhost('cell2')))
 
 
+class JourneyChecksTest(testtools.TestCase):
+
+    def test_both_upgrade_checks_run_on_the_deployment(self):
+        journey_ = journey.Journey.__new__(journey.Journey)
+        journey_.deployment = unittest.mock.Mock()
+        journey_.deployment.command.return_value = (1, (
+            '| Check: Cells v2 |\n| Result: Success |\n'
+            '| Check: Placement API |\n| Result: Warning |\n'))
+        journey_.deployment.upgrade_check.return_value = (0, {'checks': [
+            {'check': 'Ratios', 'result': 0, 'details': None}]})
+
+        self.assertEqual((1, ['Placement API'], 0, []),
+                         journey_.both_checks())
+        journey_.deployment.command.assert_called_once_with(
+            'nova-status', 'upgrade', 'check')
+
+
 class JourneyBatchesTest(testtools.TestCase):
 
     def rolled(self, on):
